@@ -1,0 +1,375 @@
+"""Build a validated Problem from plain Python values (the boundary of the engine).
+
+This is where bad input is caught: every quantity, count, timeout and name is
+checked here, once, and a `ProblemError` names the offending field. It also owns
+which instances become scheduling nodes (RAY_V2_SEMANTICS.md §2.1).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from .dtypes import CNT, IDX, QTY, GPU, Kind, Status
+from .problem import Problem, ProblemError
+from .vocab import Vocab
+
+MAX_COUNT = 1 << 40          # larger request counts or caps are rejected as absurd
+MAX_QTY = 1e18               # larger quantities are rejected (memory in bytes is ~1e12)
+
+
+@dataclass
+class NodeTypeSpec:
+    name: str
+    resources: Mapping[str, float]
+    min_workers: int = 0
+    max_workers: int = 0
+    priority: int = 0
+    idle_timeout_s: Optional[float] = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    launch_hash: str = ""
+    availability: float = 1.0          # cloud_resource_availabilities[type]
+    recoverable: float = 1.0           # recoverable_resource_availabilities[type]
+
+
+@dataclass
+class NodeSpec:
+    """One instance as the instance manager and GCS see it.
+
+    ``status`` None means there is no instance-manager record (ignored, like Ray).
+    ``total``/``available`` None means GCS has no node for it: a pending node is then
+    built from its type config; a RAY_RUNNING one is skipped (stale state).
+    """
+    type: str
+    status: Optional[int] = Status.RAY_RUNNING
+    kind: int = Kind.WORKER
+    total: Optional[Mapping[str, float]] = None
+    available: Optional[Mapping[str, float]] = None
+    labels: Optional[Mapping[str, str]] = None
+    idle_ms: int = 0
+    ray_node_id: str = ""
+    launch_hash: str = ""
+
+
+@dataclass
+class RequestSpec:
+    resources: Mapping[str, float]
+    count: int = 1
+
+
+def _qty(value, where: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ProblemError(where, f"quantity must be a number, got {value!r}") from None
+    if math.isnan(v):
+        raise ProblemError(where, "quantity is NaN")
+    if v < 0:
+        raise ProblemError(where, f"quantity is negative ({v})")
+    if v > MAX_QTY or math.isinf(v):
+        raise ProblemError(where, f"quantity is too large ({v})")
+    return v
+
+
+def _count(value, where: str, lo: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ProblemError(where, f"must be an integer, got {value!r}")
+    v = int(value)
+    if v < lo:
+        raise ProblemError(where, f"must be >= {lo}, got {v}")
+    if v > MAX_COUNT:
+        raise ProblemError(where, f"is too large ({v} > {MAX_COUNT})")
+    return v
+
+
+def _timeout(value, where: str) -> float:
+    if value is None:
+        return math.nan
+    v = _qty(value, where)
+    return v
+
+
+def _fraction(value, where: str) -> float:
+    v = _qty(value, where)
+    if v > 1.0:
+        raise ProblemError(where, f"must be within [0, 1], got {v}")
+    return v
+
+
+def _exact_columns(R: int, *mats: np.ndarray) -> np.ndarray:
+    """(R,) bool: every value of the column is k * 2**-G for one G <= 30 with
+    |k| < 2**51, so sums and k-fold products of them are exact in binary64."""
+    exact = np.ones(R, dtype=bool)
+    for r in range(R):
+        vals = np.concatenate([m[:, r].ravel() for m in mats if m.size])
+        vals = vals[vals != 0]
+        if vals.size == 0:
+            continue
+        top = float(np.abs(vals).max())
+        ok = False
+        for g in range(31):
+            scaled = vals * float(2 ** g)
+            if top * 2 ** g >= 2.0 ** 51:
+                break
+            if np.all(scaled == np.floor(scaled)):
+                ok = True
+                break
+        exact[r] = ok
+    return exact
+
+
+def _order_row(keys, vocab: Vocab, R: int) -> np.ndarray:
+    row = np.full(R, -1, dtype=IDX)
+    for j, k in enumerate(keys):
+        row[j] = vocab[k]
+    return row
+
+
+def build_problem(
+    types: Sequence[NodeTypeSpec],
+    nodes: Sequence[NodeSpec],
+    requests: Sequence[RequestSpec],
+    *,
+    max_num_nodes: Optional[int] = None,
+    idle_timeout_s: Optional[float] = None,
+    disable_launch_config_check: bool = True,
+    conserve_gpu: bool = True,
+    vocab: Optional[Vocab] = None,
+    label_vocab: Optional[Vocab] = None,
+    shape_sums: Optional[Sequence[float]] = None,
+) -> Problem:
+    """Validate and encode one tick.
+
+    ``shape_sums`` lets an adapter pass Ray's request-sort sums computed over the
+    original maps (their iteration order decides the last bit); by default they
+    are summed in each bundle's own order.
+    """
+    if not types:
+        raise ProblemError("node_type_configs", "is empty: at least one node type is needed")
+    vocab = Vocab(vocab.names) if vocab is not None else Vocab()
+    lvocab = Vocab(label_vocab.names) if label_vocab is not None else Vocab()
+    values = Vocab()
+
+    # ---- names first, so every column exists before arrays are sized --------------
+    type_index: dict[str, int] = {}
+    for i, ts in enumerate(types):
+        if not isinstance(ts.name, str) or not ts.name:
+            raise ProblemError(f"node_type_configs[{i}].name", "must be a non-empty string")
+        if ts.name in type_index:
+            raise ProblemError(f"node_type_configs[{ts.name!r}]", "is given twice")
+        type_index[ts.name] = i
+        for k in ts.resources:
+            vocab.add(k)
+        for k in ts.labels:
+            lvocab.add(k)
+    extra_types: list[str] = []
+
+    kept: list[int] = []
+    skipped: list[tuple[int, str]] = []
+    outdated: list[bool] = []
+    for i, ns in enumerate(nodes):
+        where = f"instances[{i}]"
+        if ns.status is None:
+            skipped.append((i, "no instance-manager record"))
+            continue
+        if int(ns.status) not in Status.NAMES or int(ns.status) < 0:
+            raise ProblemError(f"{where}.status", f"unknown instance status {ns.status!r}")
+        if int(ns.status) not in Status.SCHEDULABLE:
+            skipped.append((i, f"status {Status.NAMES[int(ns.status)]} cannot reach RAY_RUNNING"))
+            continue
+        if ns.kind not in (Kind.UNMANAGED, Kind.HEAD, Kind.WORKER):
+            raise ProblemError(f"{where}.kind", f"unknown node kind {ns.kind!r}")
+        if not isinstance(ns.type, str) or not ns.type:
+            raise ProblemError(f"{where}.type", "must be a non-empty string")
+        running = int(ns.status) == Status.RAY_RUNNING
+        if running:
+            if ns.total is None:
+                skipped.append((i, "RAY_RUNNING without a ray node (stale state)"))
+                continue
+            if ns.type not in type_index and ns.type not in extra_types:
+                extra_types.append(ns.type)   # kept and reported (quirk Q3 fixed)
+            for k in ns.total:
+                vocab.add(k)
+            for k in (ns.available or {}):
+                vocab.add(k)
+            for k in (ns.labels or {}):
+                lvocab.add(k)
+            outdated.append(False)
+        elif ns.type not in type_index:
+            if disable_launch_config_check:
+                skipped.append((i, f"pending node of unknown type {ns.type!r}"))
+                continue
+            if ns.type not in extra_types:
+                extra_types.append(ns.type)
+            outdated.append(True)
+        else:
+            outdated.append(False)
+        kept.append(i)
+
+    for j, rs in enumerate(requests):
+        for k in rs.resources:
+            vocab.add(k)
+
+    R, L = len(vocab), len(lvocab)
+    names = vocab.names
+    T = len(types) + len(extra_types)
+    type_names = tuple(ts.name for ts in types) + tuple(extra_types)
+
+    # ---- node types -----------------------------------------------------------------
+    type_cap = np.zeros((T, R), dtype=QTY)
+    type_order = np.full((T, R), -1, dtype=IDX)
+    type_min = np.zeros(T, dtype=CNT)
+    type_max = np.zeros(T, dtype=CNT)
+    type_priority = np.zeros(T, dtype=CNT)
+    type_idle = np.full(T, np.nan, dtype=QTY)
+    type_rec = np.ones(T, dtype=QTY)
+    type_av = np.ones(T, dtype=QTY)
+    type_label = np.full((T, L), -1, dtype=IDX)
+    type_hash = [""] * T
+    for t, ts in enumerate(types):
+        where = f"node_type_configs[{ts.name!r}]"
+        for k, v in ts.resources.items():
+            type_cap[t, vocab[k]] = _qty(v, f"{where}.resources[{k!r}]")
+        type_order[t] = _order_row(ts.resources.keys(), vocab, R)
+        type_min[t] = _count(ts.min_workers, f"{where}.min_worker_nodes")
+        type_max[t] = _count(ts.max_workers, f"{where}.max_worker_nodes")
+        if type_min[t] > type_max[t]:
+            raise ProblemError(f"{where}.min_worker_nodes",
+                               f"{type_min[t]} exceeds max_worker_nodes {type_max[t]}")
+        if isinstance(ts.priority, bool) or not isinstance(ts.priority, (int, np.integer)):
+            raise ProblemError(f"{where}.priority", f"must be an integer, got {ts.priority!r}")
+        type_priority[t] = int(ts.priority)
+        type_idle[t] = _timeout(ts.idle_timeout_s, f"{where}.idle_timeout_s")
+        type_av[t] = _fraction(ts.availability, f"cloud_resource_availabilities[{ts.name!r}]")
+        type_rec[t] = _fraction(ts.recoverable, f"recoverable_resource_availabilities[{ts.name!r}]")
+        for k, v in ts.labels.items():
+            type_label[t, lvocab[k]] = values.add(str(v)) if v is not None else -1
+        type_hash[t] = ts.launch_hash or ""
+    configured = np.zeros(T, dtype=bool)
+    configured[: len(types)] = True
+    all_type_index = {n: t for t, n in enumerate(type_names)}
+
+    # ---- nodes ----------------------------------------------------------------------
+    N = len(kept)
+    node_type = np.zeros(N, dtype=IDX)
+    node_status = np.zeros(N, dtype=np.int8)
+    node_kind = np.zeros(N, dtype=np.int8)
+    node_total = np.zeros((N, R), dtype=QTY)
+    node_order = np.full((N, R), -1, dtype=IDX)
+    node_free = np.zeros((N, R), dtype=QTY)
+    node_present = np.zeros((N, R), dtype=bool)
+    node_label = np.full((N, L), -1, dtype=IDX)
+    node_idle = np.zeros(N, dtype=CNT)
+    node_has_ray = np.zeros(N, dtype=bool)
+    node_hash: list[str] = []
+    clamped = 0
+    implicit = vocab.implicit_mask()
+    for n, i in enumerate(kept):
+        ns = nodes[i]
+        where = f"instances[{i}]"
+        t = all_type_index[ns.type]
+        node_type[n] = t
+        node_status[n] = int(ns.status)
+        node_kind[n] = int(ns.kind)
+        if outdated[n]:
+            node_hash.append("")
+            continue      # an empty, already-terminated node (RAY_V2_SEMANTICS §2.1 item 4)
+        if int(ns.status) == Status.RAY_RUNNING:
+            for k, v in ns.total.items():
+                node_total[n, vocab[k]] = _qty(v, f"{where}.total_resources[{k!r}]")
+            node_order[n] = _order_row(ns.total.keys(), vocab, R)
+            for k, v in (ns.available or {}).items():
+                c = vocab[k]
+                q = _qty(v, f"{where}.available_resources[{k!r}]")
+                tot = node_total[n, c]
+                if q > tot and tot > 0 and k in ns.total:
+                    q = tot      # quirk Q12: Ray asserts here; the engine clamps and counts
+                    clamped += 1
+                node_free[n, c] = q
+                node_present[n, c] = True
+            for k, v in (ns.labels or {}).items():
+                node_label[n, lvocab[k]] = values.add(str(v))
+            node_idle[n] = _count(ns.idle_ms, f"{where}.idle_duration_ms")
+            node_has_ray[n] = bool(ns.ray_node_id)
+            node_hash.append(ns.launch_hash or "")
+        else:
+            # A pending node is modelled from its type config (§2.1 item 4).
+            node_total[n] = type_cap[t]
+            node_order[n] = type_order[t]
+            node_free[n] = type_cap[t]
+            node_present[n, type_order[t][type_order[t] >= 0]] = True
+            node_label[n] = type_label[t]
+            node_hash.append("")
+    node_free[:, implicit] = np.where(node_present[:, implicit], node_free[:, implicit], 1.0)
+
+    # ---- demand ----------------------------------------------------------------------
+    S = len(requests)
+    shape_qty = np.zeros((S, R), dtype=QTY)
+    shape_present = np.zeros((S, R), dtype=bool)
+    shape_count = np.zeros(S, dtype=CNT)
+    shape_sum = np.zeros(S, dtype=QTY)
+    for s, rs in enumerate(requests):
+        where = f"resource_requests[{s}]"
+        total = 0
+        for k, v in rs.resources.items():
+            q = _qty(v, f"{where}.resources_bundle[{k!r}]")
+            shape_qty[s, vocab[k]] = q
+            shape_present[s, vocab[k]] = True
+            total += q
+        shape_count[s] = _count(rs.count, f"{where}.count")
+        shape_sum[s] = total
+    if shape_sums is not None:
+        if len(shape_sums) != S:
+            raise ProblemError("shape_sums", f"has {len(shape_sums)} entries for {S} requests")
+        shape_sum[:] = [float(x) for x in shape_sums]
+
+    if max_num_nodes is None:
+        mnn = -1
+    else:
+        mnn = _count(max_num_nodes, "max_num_nodes")
+
+    return Problem(
+        resources=names,
+        implicit=implicit,
+        exact=_exact_columns(R, type_cap, node_total, node_free, shape_qty),
+        label_keys=lvocab.names,
+        label_values=values.names,
+        gpu_col=vocab.get(GPU),
+        type_names=type_names,
+        type_configured=configured,
+        type_cap=type_cap,
+        type_order=type_order,
+        type_min=type_min,
+        type_max=type_max,
+        type_priority=type_priority,
+        type_idle_timeout_s=type_idle,
+        type_recoverable=type_rec,
+        type_availability=type_av,
+        type_label=type_label,
+        type_launch_hash=tuple(type_hash),
+        node_source=np.asarray(kept, dtype=IDX),
+        node_type=node_type,
+        node_status=node_status,
+        node_kind=node_kind,
+        node_total=node_total,
+        node_order=node_order,
+        node_free=node_free,
+        node_free_present=node_present,
+        node_label=node_label,
+        node_idle_ms=node_idle,
+        node_has_ray=node_has_ray,
+        node_outdated=np.asarray(outdated, dtype=bool),
+        node_launch_hash=tuple(node_hash),
+        shape_qty=shape_qty,
+        shape_present=shape_present,
+        shape_count=shape_count,
+        shape_sum=shape_sum,
+        max_num_nodes=mnn,
+        idle_timeout_s=_timeout(idle_timeout_s, "idle_timeout_s"),
+        disable_launch_config_check=bool(disable_launch_config_check),
+        conserve_gpu=bool(conserve_gpu),
+        clamped=clamped,
+        skipped=tuple(skipped),
+    )

@@ -1,0 +1,100 @@
+"""Problem: the validated dense arrays of one autoscaler tick.
+
+A Problem is built once at the boundary (see `engine.build.build_problem`) and
+is read-only afterwards. Every array is C-contiguous with the dtype of
+`engine.dtypes`; kernels receive them as they are and never cast or validate.
+
+Index names: n node, t node type, s request run ("shape with a count"),
+r resource column, l label key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class ProblemError(ValueError):
+    """Bad input, named by the field that is wrong (e.g. ``nodes[3].available['CPU']``)."""
+
+    def __init__(self, field_name: str, message: str):
+        self.field = field_name
+        super().__init__(f"{field_name}: {message}")
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    # --- vocabularies -----------------------------------------------------------
+    resources: tuple[str, ...]          # (R,) column names
+    implicit: np.ndarray                # (R,) bool: implicit resources (missing means 1.0)
+    exact: np.ndarray                   # (R,) bool: column values sit on a dyadic grid,
+                                        # so k-fold subtraction equals k single ones
+    label_keys: tuple[str, ...]         # (L,)
+    label_values: tuple[str, ...]       # value ids used by the label arrays
+    gpu_col: int                        # column of "GPU", -1 when absent
+
+    # --- node types (T): configured types first, then types only seen on nodes ----
+    type_names: tuple[str, ...]
+    type_configured: np.ndarray         # (T,) bool
+    type_cap: np.ndarray                # (T, R) f8 config resources (0 where absent)
+    type_order: np.ndarray              # (T, R) i4 config resource columns in dict order, -1 padded
+    type_min: np.ndarray                # (T,) i8 min_worker_nodes
+    type_max: np.ndarray                # (T,) i8 max_worker_nodes
+    type_priority: np.ndarray           # (T,) i8
+    type_idle_timeout_s: np.ndarray     # (T,) f8, NaN = not set
+    type_recoverable: np.ndarray        # (T,) f8 recoverable availability (1.0 default)
+    type_availability: np.ndarray       # (T,) f8 cloud availability (1.0 default)
+    type_label: np.ndarray              # (T, L) i4 label value id, -1 absent
+    type_launch_hash: tuple[str, ...]   # (T,)
+
+    # --- nodes (N): the instances that become scheduling nodes, in input order ----
+    node_source: np.ndarray             # (N,) i4 index into the caller's instance list
+    node_type: np.ndarray               # (N,) i4 index into type_names
+    node_status: np.ndarray             # (N,) i1 instance status (dtypes.Status)
+    node_kind: np.ndarray               # (N,) i1 dtypes.Kind
+    node_total: np.ndarray              # (N, R) f8 (0 where absent)
+    node_order: np.ndarray              # (N, R) i4 total-resource columns in dict order, -1 padded
+    node_free: np.ndarray               # (N, R) f8 available for demand (0 where absent,
+                                        # 1.0 for an absent implicit column)
+    node_free_present: np.ndarray       # (N, R) bool: column present in the available map
+    node_label: np.ndarray              # (N, L) i4 label value id, -1 absent
+    node_idle_ms: np.ndarray            # (N,) i8
+    node_has_ray: np.ndarray            # (N,) bool: has a ray node id (running ray)
+    node_outdated: np.ndarray           # (N,) bool: already terminated as OUTDATED when built
+    node_launch_hash: tuple[str, ...]   # (N,)
+
+    # --- demand: request runs (shape + count), in input order, never expanded ------
+    shape_qty: np.ndarray               # (S, R) f8
+    shape_present: np.ndarray           # (S, R) bool: key present in the bundle (zero entries too)
+    shape_count: np.ndarray             # (S,) i8
+    shape_sum: np.ndarray               # (S,) f8 sum of the bundle values in the bundle's own order
+
+    # --- tick-wide settings ------------------------------------------------------------
+    max_num_nodes: int                  # -1 = no cap (Ray's None)
+    idle_timeout_s: float               # NaN = idle termination off
+    disable_launch_config_check: bool
+    conserve_gpu: bool                  # AUTOSCALER_CONSERVE_GPU_NODES
+    clamped: int = 0                    # available > total entries clamped (quirk Q12 fix)
+    skipped: tuple[tuple[int, str], ...] = field(default=())  # (input index, why) not made nodes
+
+    @property
+    def R(self) -> int:
+        return len(self.resources)
+
+    @property
+    def T(self) -> int:
+        return len(self.type_names)
+
+    @property
+    def N(self) -> int:
+        return int(self.node_type.shape[0])
+
+    @property
+    def S(self) -> int:
+        return int(self.shape_count.shape[0])
+
+    def col(self, name: str) -> int:
+        try:
+            return self.resources.index(name)
+        except ValueError:
+            return -1

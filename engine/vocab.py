@@ -1,0 +1,55 @@
+"""Resource and label names <-> column ids, in a stable order."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from .dtypes import IMPLICIT_PREFIX
+
+
+class Vocab:
+    """An append-only name -> column mapping.
+
+    Columns are numbered in first-seen order, so encoding the same input twice
+    gives the same columns (determinism), and an adapter can keep one vocabulary
+    across ticks and only append to it.
+    """
+
+    __slots__ = ("_ids", "_names")
+
+    def __init__(self, names: Iterable[str] = ()):
+        self._ids: dict[str, int] = {}
+        self._names: list[str] = []
+        for n in names:
+            self.add(n)
+
+    def add(self, name: str) -> int:
+        i = self._ids.get(name)
+        if i is None:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"a resource or label name must be a non-empty string, got {name!r}")
+            i = len(self._names)
+            self._ids[name] = i
+            self._names.append(name)
+        return i
+
+    def get(self, name: str, default: int = -1) -> int:
+        return self._ids.get(name, default)
+
+    def __getitem__(self, name: str) -> int:
+        return self._ids[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._ids
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._names)
+
+    def implicit_mask(self) -> np.ndarray:
+        """(R,) bool: columns that are Ray implicit resources (missing means 1.0)."""
+        return np.array([n.startswith(IMPLICIT_PREFIX) for n in self._names], dtype=bool)
