@@ -1,0 +1,178 @@
+"""SchedulingRequest -> Problem, and Plan -> SchedulingReply (RAY_V2_SEMANTICS.md §1).
+
+The codec reads each protobuf map once, in its own iteration order (Ray's float
+sums follow that order, so the engine is handed the same order), and keeps the
+original messages so the reply can echo them back by index.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+from typing import Callable, Optional
+
+from ray.autoscaler.v2.scheduler import SchedulingReply, SchedulingRequest
+from ray.core.generated.instance_manager_pb2 import Instance, LaunchRequest, TerminationRequest
+
+from engine.build import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
+from engine.dtypes import Cause, Status
+from engine.plan import Plan
+from engine.problem import Problem, ProblemError
+
+
+@dataclass
+class Decoded:
+    problem: Problem
+    instances: list            # the request's AutoscalerInstance list (node_source indexes it)
+    requests: list             # ResourceRequest message of each run
+
+
+def unsupported(req: SchedulingRequest) -> list[str]:
+    """Inputs this engine version does not model yet (the adapter hands them to Ray)."""
+    why = []
+    if req.gang_resource_requests:
+        why.append("gang_resource_requests")
+    if req.cluster_resource_constraints:
+        why.append("cluster_resource_constraints")
+    if req.ippr_specs is not None or req.ippr_statuses:
+        why.append("ippr")
+    if req.pending_idle_timeout_s is not None:
+        why.append("pending_idle_timeout_s")
+    for rbc in req.resource_requests:
+        if rbc.request.label_selectors or rbc.request.placement_constraints:
+            why.append("label_selectors_or_placement_constraints")
+            break
+    return why
+
+
+def _type_spec(key: str, cfg, req: SchedulingRequest) -> NodeTypeSpec:
+    if cfg.name != key:
+        raise ProblemError(f"node_type_configs[{key!r}].name",
+                           f"is {cfg.name!r}, not its key {key!r}")
+    return NodeTypeSpec(
+        name=key,
+        resources=dict(cfg.resources),
+        min_workers=cfg.min_worker_nodes,
+        max_workers=cfg.max_worker_nodes,
+        priority=cfg.priority,
+        idle_timeout_s=cfg.idle_timeout_s,
+        labels=dict(cfg.labels),
+        launch_hash=cfg.launch_config_hash or "",
+        availability=req.cloud_resource_availabilities.get(key, 1.0),
+        recoverable=req.recoverable_resource_availabilities.get(key, 1.0),
+    )
+
+
+def _node_spec(inst) -> NodeSpec:
+    im = inst.im_instance
+    if im is None:
+        return NodeSpec(type="", status=None)
+    spec = NodeSpec(type=im.instance_type, status=int(im.status), kind=int(im.node_kind))
+    if im.status == Instance.RAY_RUNNING and inst.ray_node is not None:
+        rn = inst.ray_node
+        spec.total = dict(rn.total_resources)
+        spec.available = dict(rn.available_resources)
+        spec.labels = {**dict(rn.labels), **dict(rn.dynamic_labels)}
+        spec.idle_ms = int(rn.idle_duration_ms)
+        spec.ray_node_id = im.node_id
+        spec.launch_hash = im.launch_config_hash
+    return spec
+
+
+def decode(req: SchedulingRequest, vocab=None) -> Decoded:
+    if len(req.cluster_resource_constraints) > 1:
+        raise ProblemError("cluster_resource_constraints",
+                           f"has {len(req.cluster_resource_constraints)} entries; at most 1")
+    types = [_type_spec(k, cfg, req) for k, cfg in req.node_type_configs.items()]
+    nodes = [_node_spec(inst) for inst in req.current_instances]
+    runs, msgs, sums = [], [], []
+    for i, rbc in enumerate(req.resource_requests):
+        bundle = rbc.request.resources_bundle
+        if rbc.count < 0:
+            raise ProblemError(f"resource_requests[{i}].count", f"is negative ({rbc.count})")
+        runs.append(RequestSpec(dict(bundle), int(rbc.count)))
+        msgs.append(rbc.request)
+        sums.append(sum(bundle.values()))
+    p = build_problem(types, nodes, runs,
+                      max_num_nodes=req.max_num_nodes,
+                      idle_timeout_s=req.idle_timeout_s,
+                      disable_launch_config_check=req.disable_launch_config_check,
+                      conserve_gpu=_conserve_gpu(),
+                      vocab=vocab, shape_sums=sums)
+    return Decoded(p, list(req.current_instances), msgs)
+
+
+def _conserve_gpu() -> bool:
+    from ray.autoscaler._private.constants import AUTOSCALER_CONSERVE_GPU_NODES
+    return bool(AUTOSCALER_CONSERVE_GPU_NODES)
+
+
+def _details(cause: int, value: int, node_type: str, has_ray: bool, p: Problem,
+             t: int) -> str:
+    if cause == Cause.OUTDATED:
+        return f"node from {node_type} has outdated config"
+    if cause == Cause.IDLE:
+        timeout = p.type_idle_timeout_s[t] if p.type_configured[t] else float("nan")
+        if timeout != timeout:
+            timeout = p.idle_timeout_s
+        what = "idle" if has_ray else "pending and not needed"
+        return f"{what} for {value / 1000} secs > timeout={timeout} secs"
+    if cause == Cause.MAX_NUM_NODES:
+        return f"Terminating node due to MAX_NUM_NODES: max_num_nodes={value}, max_num_nodes_per_type=None"
+    return f"Terminating node due to MAX_NUM_NODE_PER_TYPE: max_num_nodes=None, max_num_nodes_per_type={value}"
+
+
+def encode(d: Decoded, plan: Plan, *, new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+           now_ns: Callable[[], int] = time.time_ns) -> SchedulingReply:
+    p = d.problem
+    to_launch = [
+        LaunchRequest(instance_type=p.type_names[t], count=int(plan.launch[t]), id=new_id(),
+                      request_ts_ms=now_ns() // 1000)   # microseconds, as Ray does (quirk Q5)
+        for t in plan.launch_order
+    ]
+    to_terminate = []
+    for n, cause, value, status in zip(plan.term_node, plan.term_cause, plan.term_value,
+                                       plan.term_status):
+        n, cause, value = int(n), int(cause), int(value)
+        inst = d.instances[int(p.node_source[n])]
+        im = inst.im_instance
+        t = int(p.node_type[n])
+        tr = TerminationRequest(
+            id=new_id(), instance_id=im.instance_id, cause=cause,
+            instance_type=p.type_names[t], instance_status=int(status))
+        if not p.node_outdated[n]:
+            ray_id = im.node_id if int(status) == Status.RAY_RUNNING and inst.ray_node else ""
+            tr.ray_node_id = ray_id
+            tr.details = _details(cause, value, p.type_names[t], bool(p.node_has_ray[n]), p, t)
+        if cause == Cause.IDLE:
+            tr.idle_duration_ms = value
+        elif cause == Cause.MAX_NUM_NODES:
+            tr.max_num_nodes = value
+        elif cause == Cause.MAX_NUM_NODE_PER_TYPE:
+            tr.max_num_nodes_per_type = value
+        to_terminate.append(tr)
+    infeasible = []
+    for s in plan.run_order:
+        k = int(plan.infeasible[s])
+        if k:
+            infeasible.extend([d.requests[int(s)]] * k)   # count-expanded, as Ray (Q10)
+    cluster = {p.resources[r]: float(plan.cluster_resources[r]) for r in _total_keys(p, plan)}
+    return SchedulingReply(
+        to_launch=to_launch,
+        to_terminate=to_terminate,
+        cluster_resources=cluster,
+        infeasible_resource_requests=infeasible,
+        infeasible_gang_resource_requests=[],
+        infeasible_cluster_resource_constraints=[],
+        to_ippr=[],
+    )
+
+
+def _total_keys(p: Problem, plan: Plan) -> list[int]:
+    """Columns named in the totals of some node that is not being terminated."""
+    live = np.ones(p.N, bool)
+    live[plan.term_node] = False
+    orders = np.concatenate([p.node_order[live], p.type_order[plan.new_type]])
+    return sorted(set(np.unique(orders[orders >= 0]).tolist()))

@@ -1,0 +1,1 @@
+"""numba kernels: small, private, pure. Each has a slow readable twin in tests/twins.py."""

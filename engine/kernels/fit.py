@@ -1,0 +1,68 @@
+"""How many units of one request run fit on one node, and taking them.
+
+Ray places units one at a time: a unit fits when every positive entry ``v`` of
+its bundle satisfies ``v <= free`` and then ``free -= v`` per entry. Columns are
+independent, so the number of units that fit is the minimum over the columns of
+the per-column count. On an *exact* column (values on a dyadic grid, see
+engine.build) k single subtractions equal one ``k * v`` subtraction and the
+count is a corrected floor division; elsewhere the subtraction is replayed unit
+by unit so the rounding is Ray's.
+"""
+import math
+
+import numpy as np
+
+from ._jit import njit
+
+
+@njit
+def _col_count(a, v, exact, limit):
+    """Units of size v (> 0) that fit in a, at most limit."""
+    if exact:
+        q = a / v
+        k = limit if q >= limit else np.int64(math.floor(q))
+        while k > 0 and k * v > a:
+            k -= 1
+        while k < limit and (k + 1) * v <= a:
+            k += 1
+        return k
+    k = np.int64(0)
+    while k < limit and v <= a:
+        a -= v
+        k += 1
+    return k
+
+
+@njit
+def _fit_count(free, present, implicit, exact, qty, cols, ncols, limit):
+    """Units of one run that fit on one node.
+
+    free (R,) effective free (absent implicit columns hold 1.0), present (R,),
+    implicit (R,), exact (R,), qty (R,) the run's bundle, cols (R,) its positive
+    columns (first ncols valid), limit the units still wanted.
+    """
+    k = limit
+    for j in range(ncols):
+        r = cols[j]
+        kr = _col_count(free[r], qty[r], exact[r], k)
+        if kr < k:
+            k = kr
+            if k == 0:
+                return k
+    return k
+
+
+@njit
+def _take(free, present, exact, qty, cols, ncols, k):
+    """Subtract k units of one run from a node's free row, in place."""
+    for j in range(ncols):
+        r = cols[j]
+        v = qty[r]
+        if exact[r]:
+            free[r] = free[r] - k * v
+        else:
+            a = free[r]
+            for _ in range(k):
+                a -= v
+            free[r] = a
+        present[r] = True   # an absent implicit column appears once used

@@ -1,0 +1,89 @@
+"""Ray's utilisation score of one node (RAY_V2_SEMANTICS.md §4.8), and the
+victim-order utilisation (§3.5).
+
+The float arithmetic is CPython's, term by term: ``u = (total - free) / total``,
+``term = total * u ** 3`` (``pow``), min of the terms, and their plain
+left-to-right sum over the node's resources in dict order divided by the count.
+"""
+import math
+
+import numpy as np
+
+from ._jit import njit
+
+
+@njit
+def _util_terms(total, order, free, present):
+    """(min, mean) of total * u**3 over the node's resources in dict order.
+
+    total (R,), order (R,) columns in dict order (-1 padded), free (R,),
+    present (R,) whether the column is in the availability map.
+    """
+    n = 0
+    s = 0.0
+    lo = 0.0
+    for j in range(order.shape[0]):
+        r = order[j]
+        if r < 0:
+            break
+        v = total[r]
+        if v == 0.0 or not present[r]:
+            continue
+        u = (v - free[r]) / v
+        term = v * math.pow(u, 3.0)
+        if n == 0:
+            lo = term
+            s = term
+        else:
+            if term < lo:
+                lo = term
+            s = s + term
+        n += 1
+    if n == 0:
+        return 0.0, 0.0
+    return lo, s / n
+
+
+@njit
+def _score(total, order, free, present, placed_res, placed_gpu, gpu_col, conserve_gpu):
+    """(gpu_ok, matching resource types, min util term, mean util term) of one node.
+
+    placed_res (R,) resources with a positive amount in any request placed on the
+    node; placed_gpu whether any placed request names "GPU" (even with 0).
+    """
+    gpu_ok = 1
+    if conserve_gpu and gpu_col >= 0 and total[gpu_col] > 0.0 and not placed_gpu:
+        gpu_ok = 0
+    match = 0
+    for j in range(order.shape[0]):
+        r = order[j]
+        if r < 0:
+            break
+        if placed_res[r]:
+            match += 1
+    lo, mean = _util_terms(total, order, free, present)
+    return gpu_ok, match, lo, mean
+
+
+@njit
+def _victim_util(total, order, free, present):
+    """(M,) mean of (total - free) / total over resources with total > 0, dict order;
+    a resource missing from the availability map counts as fully used."""
+    M = total.shape[0]
+    out = np.zeros(M)
+    for m in range(M):
+        n = 0
+        s = 0.0
+        for j in range(order.shape[1]):
+            r = order[m, j]
+            if r < 0:
+                break
+            v = total[m, r]
+            if v <= 0.0:
+                continue
+            a = free[m, r] if present[m, r] else 0.0
+            u = (v - a) / v
+            s = u if n == 0 else s + u
+            n += 1
+        out[m] = s / n if n else 0.0
+    return out

@@ -1,0 +1,78 @@
+"""One tick: Problem in, Plan out (the phases of RAY_V2_SEMANTICS.md §3 in order)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .context import Context
+from .dtypes import CNT, IDX, QTY, Sched
+from .phases import (Shapes, enforce_max_global, enforce_max_per_type, enforce_min_workers,
+                     idle_termination, sched_requests, terminate_outdated)
+from .plan import Plan
+from .problem import Problem
+
+MODES = ("ray-compat",)
+
+
+def schedule(problem: Problem, *, mode: str = "ray-compat",
+             pending_idle_timeout_s: float | None = None) -> Plan:
+    """Decide launches, terminations and infeasible demand for one tick.
+
+    ``mode`` "ray-compat" reproduces Ray 2.60's ResourceDemandScheduler decision
+    for decision (with the crash-class quirks fixed, see docs/SEMANTICS.md).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode: unknown scheduling mode {mode!r}; available: {MODES}")
+    ctx = Context(problem)
+    terminate_outdated(ctx)
+    enforce_min_workers(ctx)
+    enforce_max_per_type(ctx)
+    enforce_max_global(ctx)
+    shapes = Shapes(problem)
+    run_order, infeasible, why, placements = sched_requests(ctx, shapes)
+    pit = math.nan if pending_idle_timeout_s is None else float(pending_idle_timeout_s)
+    idle_termination(ctx, pit)
+    return _assemble(ctx, run_order, infeasible, why, placements)
+
+
+def _assemble(ctx: Context, run_order, infeasible, why, placements) -> Plan:
+    p = ctx.p
+    nodes = ctx.nodes
+    N = p.N
+    launching = nodes[ctx.sched[nodes] == Sched.TO_LAUNCH]
+    new_slot = {int(m): N + j for j, m in enumerate(launching)}
+    launch = np.bincount(ctx.type[launching], minlength=p.T).astype(CNT)
+    seen: dict[int, None] = {}
+    for t in ctx.type[launching]:
+        seen.setdefault(int(t))
+    # Terminations in list order; nodes the tick itself added are simply not
+    # launched (Ray would emit empty-id terminations for them, quirk Q4).
+    term = nodes[(ctx.sched[nodes] == Sched.TO_TERMINATE) & (nodes < N)]
+    live = nodes[ctx.sched[nodes] != Sched.TO_TERMINATE]
+    slot_of = {}
+    for m in nodes:
+        m = int(m)
+        slot_of[m] = m if m < N else new_slot.get(m, -1)
+    kept = [(slot_of[m], s, k) for m, s, k in placements if slot_of.get(m, -1) >= 0]
+    pl = np.asarray(kept, dtype=np.int64).reshape(-1, 3)
+    return Plan(
+        resources=p.resources,
+        type_names=p.type_names,
+        n_nodes=N,
+        launch=launch,
+        launch_order=tuple(seen),
+        term_node=term.astype(IDX),
+        term_cause=ctx.cause[term].astype(np.int8),
+        term_value=ctx.cause_value[term].astype(CNT),
+        term_status=ctx.status[term].astype(np.int8),
+        infeasible=infeasible,
+        infeasible_why=why,
+        run_order=np.asarray(run_order, IDX),
+        place_slot=pl[:, 0].astype(IDX),
+        place_run=pl[:, 1].astype(IDX),
+        place_count=pl[:, 2].astype(CNT),
+        new_type=ctx.type[launching].astype(IDX),
+        cluster_resources=ctx.total[live].sum(axis=0).astype(QTY) if len(live)
+        else np.zeros(p.R, QTY),
+    )

@@ -1,0 +1,394 @@
+"""Recorded traces as Arrow tables: the schema, validation, Parquet I/O, and the
+mapping of rows to what the engine takes (``NodeTypeSpec``, Ray resource bundles).
+
+Two tables (data/README.md documents them column by column):
+
+- **demand**: one row per request (a pod, a task, a gang member), with arrival,
+  duration and resources. ``arrival_s`` is int64 or float64 seconds from trace start.
+- **worker groups**: one row per node type, with capacity, ``gpu_model``,
+  ``labels`` (an Arrow ``map<string, string>``, not JSON) and min/max workers.
+
+Validation is strict and happens once, at the file boundary: a ``TraceError`` names the
+table, the column and (when there is one) the first offending row. Writers coerce
+convenient inputs (a Table, a dict of columns, or a list of row dicts) to the schema
+and validate before writing; readers validate what they read.
+
+This is the engine's only module that touches files (DESIGN.md §2 places the trace
+schema here); it imports neither ``adapters`` nor ``ray``.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .build import NodeTypeSpec
+
+# ---- schema ----------------------------------------------------------------------------
+LABELS_TYPE = pa.map_(pa.string(), pa.string())
+
+DEMAND_SCHEMA = pa.schema([
+    pa.field("arrival_s", pa.int64(), nullable=False),     # or float64 (ARRIVAL_TYPES)
+    pa.field("duration_s", pa.float64(), nullable=False),  # > 0
+    pa.field("cpu", pa.float64(), nullable=False),         # cores
+    pa.field("memory", pa.float64(), nullable=False),      # bytes
+    pa.field("gpu", pa.float64(), nullable=False),         # a fraction only when <= 1
+    pa.field("gpu_spec", pa.string()),                     # accepted models, 'A|B' = A or B
+    pa.field("group_id", pa.string()),                     # gang id; null = independent
+    pa.field("qos", pa.string()),
+    pa.field("name", pa.string(), nullable=False),
+])
+ARRIVAL_TYPES = (pa.int64(), pa.float64())
+
+WORKER_GROUP_SCHEMA = pa.schema([
+    pa.field("type", pa.string(), nullable=False),         # unique
+    pa.field("cpu", pa.float64(), nullable=False),
+    pa.field("memory", pa.float64(), nullable=False),      # bytes
+    pa.field("gpu", pa.float64(), nullable=False),
+    pa.field("gpu_model", pa.string()),                    # null for CPU-only types
+    pa.field("labels", LABELS_TYPE),
+    pa.field("min_workers", pa.int64(), nullable=False),
+    pa.field("max_workers", pa.int64(), nullable=False),
+    pa.field("price", pa.float64()),                       # per node-hour; null = unknown
+])
+
+SCHEMA_VERSION = "1"
+ACCELERATOR_LABEL = "accelerator"              # node label holding the GPU model
+ACCELERATOR_PREFIX = "accelerator_type:"       # Ray's accelerator marker resource
+ACCELERATOR_DEMAND = 0.001                     # what Ray asks of the marker per request
+OR_LIST_POLICIES = ("unconstrained", "first")
+
+# ---- bundled data (repository-level data/, not shipped inside the package) -------------
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+BUNDLED = {
+    "openb": "openb_pods.parquet",
+    "openb_gpuspec33": "openb_gpuspec33_pods.parquet",
+    "openb_nodes": "openb_nodes.parquet",
+    "pai2020_nodes": "pai2020_nodes.parquet",
+    "spot2026_nodes": "spot2026_nodes.parquet",
+}
+TRACES = {                                      # trace name -> (demand, worker groups)
+    "openb": ("openb", "openb_nodes"),
+    "openb_gpuspec33": ("openb_gpuspec33", "openb_nodes"),
+}
+DEFAULT_TRACE = "openb"
+
+TableLike = Union[pa.Table, Mapping[str, Any], Sequence[Mapping[str, Any]]]
+
+
+class TraceError(ValueError):
+    """A trace table that breaks the schema, named by table, column and row."""
+
+    def __init__(self, table: str, column: str, message: str, row: Optional[int] = None):
+        self.table, self.column, self.row = table, column, row
+        where = f"{table}.{column}" + (f" row {row}" if row is not None else "")
+        super().__init__(f"{where}: {message}")
+
+
+# ---- coercion (writers only) -----------------------------------------------------------
+def _cast(col, field: pa.Field, kind: str):
+    """Coerce one column to its schema type; numeric <-> numeric and string-like only."""
+    t, want = col.type, field.type
+    if field.name == "arrival_s" and t in ARRIVAL_TYPES:
+        return col
+    if t == want:
+        return col
+    if pa.types.is_null(t):
+        return pa.nulls(len(col), want)      # all null: validation judges nullability
+    numeric = pa.types.is_integer(t) or pa.types.is_floating(t)
+    ok = ((numeric and (pa.types.is_integer(want) or pa.types.is_floating(want)))
+          or (pa.types.is_string(want) and (pa.types.is_large_string(t)
+                                            or pa.types.is_dictionary(t)))
+          or (pa.types.is_map(want) and pa.types.is_map(t)))
+    if field.name == "arrival_s" and numeric:
+        want = pa.int64() if pa.types.is_integer(t) else pa.float64()
+    if ok:
+        try:
+            return col.cast(want, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise TraceError(kind, field.name, f"cannot convert {t} to {want}: {e}") from None
+    raise TraceError(kind, field.name, f"has type {t}, expected {want}")
+
+
+def _coerce(data: TableLike, schema: pa.Schema, kind: str) -> pa.Table:
+    if isinstance(data, pa.Table):
+        cols = {n: data.column(n) for n in data.column_names}
+    elif isinstance(data, Mapping):
+        cols = dict(data)
+    else:
+        rows = list(data)
+        for i, r in enumerate(rows):
+            for k in r:
+                if k not in schema.names:
+                    raise TraceError(kind, str(k), "unknown column", i)
+            for f in schema:
+                if not f.nullable and f.name not in r:
+                    raise TraceError(kind, f.name, "missing value", i)
+        cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
+    for k in cols:
+        if k not in schema.names:
+            raise TraceError(kind, str(k), "unknown column")
+    n = len(next(iter(cols.values()))) if cols else 0
+    arrays, fields = [], []
+    for f in schema:
+        if f.name in cols:
+            col = cols[f.name]
+        elif f.nullable:
+            col = pa.nulls(n, f.type)
+        else:
+            raise TraceError(kind, f.name, "missing column")
+        if not isinstance(col, (pa.Array, pa.ChunkedArray)):
+            try:
+                col = pa.array(col, type=f.type if pa.types.is_map(f.type) else None,
+                               from_pandas=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+                raise TraceError(kind, f.name, f"cannot convert values: {e}") from None
+        col = _cast(col, f, kind)
+        arrays.append(col)
+        fields.append(pa.field(f.name, col.type, nullable=f.nullable))
+    try:
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    except (pa.ArrowInvalid, ValueError) as e:
+        raise TraceError(kind, "*", f"columns do not line up: {e}") from None
+
+
+# ---- validation ------------------------------------------------------------------------
+def _first(mask) -> Optional[int]:
+    """Index of the first True of a boolean array (nulls count as False), else None."""
+    m = np.asarray(pc.fill_null(mask, False).to_numpy(zero_copy_only=False), dtype=bool)
+    hit = np.flatnonzero(m)
+    return int(hit[0]) if hit.size else None
+
+
+def _check_layout(table: pa.Table, schema: pa.Schema, kind: str) -> None:
+    if not isinstance(table, pa.Table):
+        raise TraceError(kind, "*", f"expected a pyarrow.Table, got {type(table).__name__}")
+    names = table.column_names
+    for n in names:
+        if names.count(n) > 1:
+            raise TraceError(kind, n, "column appears more than once")
+        if n not in schema.names:
+            raise TraceError(kind, n, "unknown column")
+    for f in schema:
+        if f.name not in names:
+            raise TraceError(kind, f.name, "missing column")
+        t = table.schema.field(f.name).type
+        if f.name == "arrival_s":
+            good = t in ARRIVAL_TYPES
+        elif pa.types.is_map(f.type):
+            good = (pa.types.is_map(t) and t.key_type == pa.string()
+                    and t.item_type == pa.string())
+        else:
+            good = t == f.type
+        if not good:
+            raise TraceError(kind, f.name, f"has type {t}, expected {f.type}")
+        col = table.column(f.name)
+        if not f.nullable and col.null_count:
+            raise TraceError(kind, f.name, "is null", _first(pc.is_null(col)))
+        if pa.types.is_string(f.type):
+            row = _first(pc.equal(pc.utf8_length(col), 0))
+            if row is not None:
+                raise TraceError(kind, f.name, "is an empty string (use null for none)", row)
+
+
+def _numbers(table: pa.Table, name: str, kind: str, positive: bool = False) -> np.ndarray:
+    """float64 values of a numeric column (nulls as NaN, already vetted), range-checked."""
+    col = table.column(name)
+    nulls = np.asarray(pc.is_null(col).to_numpy(zero_copy_only=False), dtype=bool)
+    x = np.array(pc.fill_null(col.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False),
+                   dtype=np.float64)
+    bad = ~np.isfinite(x)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise TraceError(kind, name, f"is {x[i]} (NaN and infinities are not quantities)", i)
+    low = (x <= 0) if positive else (x < 0)
+    if low.any():
+        i = int(np.flatnonzero(low)[0])
+        raise TraceError(kind, name, f"must be {'>' if positive else '>='} 0, got {x[i]}", i)
+    x[nulls] = np.nan
+    return x
+
+
+def validate_demand(table: pa.Table) -> pa.Table:
+    """Check a demand table against DEMAND_SCHEMA; return it in schema column order."""
+    kind = "demand"
+    _check_layout(table, DEMAND_SCHEMA, kind)
+    _numbers(table, "arrival_s", kind)
+    _numbers(table, "duration_s", kind, positive=True)
+    _numbers(table, "cpu", kind)
+    _numbers(table, "memory", kind)
+    gpu = _numbers(table, "gpu", kind)
+    frac = np.flatnonzero((gpu > 1) & (gpu != np.floor(gpu)))
+    if frac.size:
+        i = int(frac[0])
+        raise TraceError(kind, "gpu", f"a fraction of a GPU must be <= 1, got {gpu[i]}", i)
+    for i, spec in enumerate(table.column("gpu_spec").to_pylist()):
+        if spec is not None and not all(s.strip() == s and s for s in spec.split("|")):
+            raise TraceError(kind, "gpu_spec", f"malformed OR-list {spec!r}", i)
+    return table.select(DEMAND_SCHEMA.names)
+
+
+def validate_worker_groups(table: pa.Table) -> pa.Table:
+    """Check a worker-group table against WORKER_GROUP_SCHEMA; return it in schema order."""
+    kind = "worker_groups"
+    _check_layout(table, WORKER_GROUP_SCHEMA, kind)
+    seen: dict[str, int] = {}
+    for i, name in enumerate(table.column("type").to_pylist()):
+        if name in seen:
+            raise TraceError(kind, "type", f"{name!r} is given twice (first at row {seen[name]})", i)
+        seen[name] = i
+    _numbers(table, "cpu", kind)
+    _numbers(table, "memory", kind)
+    gpu = _numbers(table, "gpu", kind)
+    lo = _numbers(table, "min_workers", kind)
+    hi = _numbers(table, "max_workers", kind)
+    _numbers(table, "price", kind)
+    over = np.flatnonzero(lo > hi)
+    if over.size:
+        i = int(over[0])
+        raise TraceError(kind, "min_workers", f"{int(lo[i])} exceeds max_workers {int(hi[i])}", i)
+    models = table.column("gpu_model").to_pylist()
+    for i, (model, labels) in enumerate(zip(models, table.column("labels").to_pylist())):
+        if model is not None and gpu[i] == 0:
+            raise TraceError(kind, "gpu_model", f"is {model!r} but the type has no GPU", i)
+        for k, v in labels or ():
+            if not k or v is None:
+                raise TraceError(kind, "labels", f"bad label {k!r}={v!r}", i)
+            if k == ACCELERATOR_LABEL and model is not None and v != model:
+                raise TraceError(kind, "labels", f"{k}={v!r} disagrees with gpu_model {model!r}", i)
+    return table.select(WORKER_GROUP_SCHEMA.names)
+
+
+# ---- Parquet I/O -----------------------------------------------------------------------
+def _write(table: pa.Table, path, kind: str, schema: pa.Schema,
+           metadata: Optional[Mapping[str, str]]) -> None:
+    fields = [pa.field(f.name, table.schema.field(f.name).type, nullable=f.nullable)
+              for f in schema]
+    meta = {"vecsched.table": kind, "vecsched.schema_version": SCHEMA_VERSION}
+    meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
+    meta = {k: meta[k] for k in sorted(meta)}      # sorted: byte-identical re-writes
+    table = table.cast(pa.schema(fields, metadata=meta))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, str(path), compression="zstd", compression_level=19,
+                   use_dictionary=True, write_statistics=True)
+
+
+def write_demand(data: TableLike, path, *, metadata: Optional[Mapping[str, str]] = None
+                 ) -> pa.Table:
+    """Coerce ``data`` (Table, dict of columns, or row dicts), validate, write zstd Parquet."""
+    table = validate_demand(_coerce(data, DEMAND_SCHEMA, "demand"))
+    _write(table, path, "demand", DEMAND_SCHEMA, metadata)
+    return table
+
+
+def write_worker_groups(data: TableLike, path, *,
+                        metadata: Optional[Mapping[str, str]] = None) -> pa.Table:
+    """Coerce ``data`` (Table, dict of columns, or row dicts), validate, write zstd Parquet."""
+    table = validate_worker_groups(_coerce(data, WORKER_GROUP_SCHEMA, "worker_groups"))
+    _write(table, path, "worker_groups", WORKER_GROUP_SCHEMA, metadata)
+    return table
+
+
+def read_demand(path) -> pa.Table:
+    return validate_demand(pq.read_table(str(path)))
+
+
+def read_worker_groups(path) -> pa.Table:
+    return validate_worker_groups(pq.read_table(str(path)))
+
+
+def bundled(name: str, data_dir=None) -> Path:
+    """Path of a bundled Parquet file by dataset name (a key of BUNDLED or its file stem)."""
+    by_stem = {Path(f).stem: f for f in BUNDLED.values()}
+    if name in BUNDLED:
+        fname = BUNDLED[name]
+    elif name in by_stem:
+        fname = by_stem[name]
+    else:
+        raise KeyError(f"unknown bundled dataset {name!r}; known: {', '.join(BUNDLED)}")
+    path = Path(data_dir) if data_dir is not None else DATA_DIR
+    path = path / fname
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `python data/build_traces.py`")
+    return path
+
+
+def bundled_trace(name: str = DEFAULT_TRACE, data_dir=None) -> tuple[Path, Path]:
+    """(demand path, worker-group path) of a bundled trace (a key of TRACES)."""
+    if name not in TRACES:
+        raise KeyError(f"unknown bundled trace {name!r}; known: {', '.join(TRACES)}")
+    demand, groups = TRACES[name]
+    return bundled(demand, data_dir), bundled(groups, data_dir)
+
+
+# ---- mapping to the engine -------------------------------------------------------------
+def worker_group_specs(table: pa.Table) -> list[NodeTypeSpec]:
+    """One NodeTypeSpec per row, in table order: resources CPU, memory, GPU (when > 0)
+    and ``accelerator_type:<model>: 1`` (when a model is set); labels plus
+    ``accelerator=<model>``; min/max workers from the table; priority 0."""
+    table = validate_worker_groups(table)
+    specs = []
+    for row in table.to_pylist():
+        resources = {"CPU": row["cpu"], "memory": row["memory"]}
+        if row["gpu"] > 0:
+            resources["GPU"] = row["gpu"]
+        labels = dict(row["labels"] or ())
+        model = row["gpu_model"]
+        if model is not None:
+            resources[ACCELERATOR_PREFIX + model] = 1.0
+            labels[ACCELERATOR_LABEL] = model
+        specs.append(NodeTypeSpec(
+            name=row["type"], resources=resources, labels=labels, priority=0,
+            min_workers=int(row["min_workers"]), max_workers=int(row["max_workers"])))
+    return specs
+
+
+def gpu_spec_options(spec: Optional[str]) -> tuple[str, ...]:
+    """The distinct accepted GPU models of a ``gpu_spec`` in trace order ('' / None: none)."""
+    if not spec:
+        return ()
+    return tuple(dict.fromkeys(s for s in spec.split("|") if s))
+
+
+def demand_shape(row: Mapping[str, Any], *, or_lists: str = "unconstrained"
+                 ) -> dict[str, float]:
+    """One demand row as a Ray resource bundle.
+
+    CPU, memory and GPU appear only when > 0 (Ray drops zero quantities). A single
+    accepted model adds ``accelerator_type:<model>: 0.001``, as Ray's
+    ``accelerator_type=`` option does. A resource dict cannot say "A or B", so an
+    OR-list is simplified: ``"unconstrained"`` (default) drops the constraint, which
+    never makes a placeable request unplaceable; ``"first"`` keeps the first option.
+    ``or_list_count`` counts the rows this affects; ``demand_selector`` gives the exact
+    "in" constraint for callers that support label selectors.
+    """
+    if or_lists not in OR_LIST_POLICIES:
+        raise ValueError(f"or_lists must be one of {OR_LIST_POLICIES}, got {or_lists!r}")
+    shape: dict[str, float] = {}
+    for col, key in (("cpu", "CPU"), ("memory", "memory"), ("gpu", "GPU")):
+        v = float(row.get(col) or 0.0)
+        if math.isnan(v) or v < 0:
+            raise ValueError(f"demand {col} must be a non-negative number, got {v}")
+        if v > 0:
+            shape[key] = v
+    options = gpu_spec_options(row.get("gpu_spec"))
+    if len(options) == 1 or (options and or_lists == "first"):
+        shape[ACCELERATOR_PREFIX + options[0]] = ACCELERATOR_DEMAND
+    return shape
+
+
+def demand_selector(row: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The row's GPU-model constraint as a label selector: {"accelerator": (models...)}
+    meaning "label value in models" ({} when unconstrained)."""
+    options = gpu_spec_options(row.get("gpu_spec"))
+    return {ACCELERATOR_LABEL: options} if options else {}
+
+
+def or_list_count(table: pa.Table) -> int:
+    """Rows whose gpu_spec lists more than one distinct model (simplified by demand_shape)."""
+    return sum(len(gpu_spec_options(s)) > 1 for s in table.column("gpu_spec").to_pylist())

@@ -1,0 +1,52 @@
+"""Ray 2.60's scheduler with the engine's documented crash-class fixes applied,
+by wrapping (not copying) Ray's own phase functions, so every differential case
+can be compared in full (docs/SEMANTICS.md, "Divergences").
+
+- Q4: min-worker nodes are separate objects, so a global-cap cut names only the
+  nodes it cuts; the engine then simply does not launch them, so Ray's
+  empty-id terminations of never-launched nodes are dropped from the reply.
+- Q13: a REQUESTED instance is never chosen as a victim; such nodes are kept
+  and listed after the other survivors (in victim order).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+
+from ray.autoscaler.v2.scheduler import ResourceDemandScheduler as RDS
+from ray.core.generated.instance_manager_pb2 import Instance
+
+
+@contextlib.contextmanager
+def _patched():
+    orig_min = RDS.__dict__["_enforce_min_workers_per_type"]
+    orig_sel = RDS.__dict__["_select_nodes_to_terminate"]
+
+    def min_workers(ctx):
+        orig_min.__func__(ctx)
+        ctx.update([copy.deepcopy(n) for n in ctx._nodes])   # break the aliasing
+
+    def select(nodes, num_to_terminate, cause, max_num_nodes=None, max_num_nodes_per_type=None):
+        requested = [n for n in nodes if n.im_instance_status == Instance.REQUESTED]
+        others = [n for n in nodes if n.im_instance_status != Instance.REQUESTED]
+        victims, survivors = orig_sel.__func__(others, num_to_terminate, cause,
+                                               max_num_nodes, max_num_nodes_per_type)
+        requested.sort(key=RDS._sort_nodes_for_termination)
+        return victims, survivors + requested
+
+    RDS._enforce_min_workers_per_type = staticmethod(min_workers)
+    RDS._select_nodes_to_terminate = staticmethod(select)
+    try:
+        yield
+    finally:
+        RDS._enforce_min_workers_per_type = orig_min
+        RDS._select_nodes_to_terminate = orig_sel
+
+
+def schedule_fixed(request):
+    """Ray's reply with the Q4 and Q13 fixes; a global-max assertion that only the
+    fix can trigger (too few pickable victims) is reported as AssertionError."""
+    with _patched():
+        reply = RDS().schedule(request)
+    reply.to_terminate = [t for t in reply.to_terminate if t.instance_id != ""]
+    return reply

@@ -1,0 +1,147 @@
+"""Seeded random SchedulingRequests for differential tests against Ray 2.60.
+
+Quantities sit on a dyadic grid (quarter CPUs, half GPUs, whole GiB) so Ray's
+own float sums cannot flip exact ties between processes (RAY_V2_SEMANTICS §8).
+"""
+from __future__ import annotations
+
+import numpy as np
+from ray.autoscaler.v2.instance_manager.config import NodeTypeConfig
+from ray.autoscaler.v2.scheduler import SchedulingRequest
+from ray.autoscaler.v2.schema import AutoscalerInstance
+from ray.core.generated.autoscaler_pb2 import NodeState, ResourceRequest, ResourceRequestByCount
+from ray.core.generated.instance_manager_pb2 import Instance, NodeKind
+
+GIB = float(2 ** 30)
+PENDING = [Instance.QUEUED, Instance.REQUESTED, Instance.ALLOCATED, Instance.RAY_INSTALLING,
+           Instance.RAY_STOP_REQUESTED]
+GONE = [Instance.RAY_STOPPING, Instance.RAY_STOPPED, Instance.TERMINATING, Instance.TERMINATED,
+        Instance.ALLOCATION_FAILED, Instance.RAY_INSTALL_FAILED, Instance.TERMINATION_FAILED,
+        Instance.ALLOCATION_TIMEOUT]
+
+
+def _type_resources(rng) -> dict:
+    cpu = float(rng.choice([1, 2, 4, 8, 16, 32, 48]))
+    res = {"CPU": cpu, "memory": GIB * float(rng.choice([2, 4, 8, 16, 64]))}
+    if rng.random() < 0.35:
+        res["GPU"] = float(rng.choice([1, 2, 4, 8]))
+    if rng.random() < 0.15:
+        res["ssd"] = float(rng.choice([1, 2]))
+    if rng.random() < 0.1:
+        res["TPU"] = 4.0
+    keys = list(res)
+    rng.shuffle(keys)                      # dict order matters for ties: vary it
+    return {k: res[k] for k in keys}
+
+
+def _shape(rng, types) -> dict:
+    roll = rng.random()
+    if roll < 0.05:
+        return {"CPU": 0.0}                # zero shapes fit anywhere (Q8/Q9)
+    if roll < 0.08:
+        return {"GPU": 0.0, "CPU": 1.0}    # names GPU with zero: counts as a GPU request
+    if roll < 0.12:
+        return {"CPU": 1000.0}             # larger than any node
+    if roll < 0.2:
+        t = types[int(rng.integers(len(types)))]
+        return {k: v for k, v in t.items() if k in ("CPU", "GPU")}   # a whole node
+    s = {"CPU": float(rng.integers(0, 17)) / 4}
+    if rng.random() < 0.4:
+        s["memory"] = GIB * float(rng.integers(1, 9))
+    if rng.random() < 0.3:
+        s["GPU"] = float(rng.choice([0.5, 1, 2]))
+    if rng.random() < 0.07:
+        s["ssd"] = 1.0
+    if rng.random() < 0.05:
+        s["node:__internal_implicit_resource_x"] = 0.5
+    return s
+
+
+def _running(rng, name, res, head=False, i=0) -> AutoscalerInstance:
+    total = dict(res)
+    if rng.random() < 0.7:                 # raylets report these; tasks never use them
+        total["object_store_memory"] = GIB
+        total[f"node:10.0.0.{i}"] = 1.0
+    avail = {}
+    for k, v in total.items():
+        if k.startswith("node:") or k == "object_store_memory":
+            avail[k] = v
+            continue
+        if rng.random() < 0.3:
+            left = v                       # idle resource
+        else:
+            left = v * float(rng.integers(0, 5)) / 4
+        if left == 0 and rng.random() < 0.5:
+            continue                       # GCS may omit a fully used resource
+        avail[k] = left
+    idle = int(rng.choice([0, 0, 1000, 30_000, 90_000, 600_000]))
+    ns = NodeState(node_id=bytes([i % 256, i // 256]), total_resources=total,
+                   available_resources=avail, idle_duration_ms=idle)
+    if rng.random() < 0.2:
+        ns.labels["zone"] = str(rng.choice(["a", "b"]))
+    im = Instance(instance_id=f"i-{i}", instance_type=name, status=Instance.RAY_RUNNING,
+                  node_id=f"n{i:04x}", node_kind=NodeKind.HEAD if head else NodeKind.WORKER,
+                  launch_config_hash=str(rng.choice(["h1", "h1", "h0"])))
+    return AutoscalerInstance(im_instance=im, ray_node=ns, cloud_instance_id=f"c-{i}")
+
+
+def make_request(seed: int, *, max_nodes: int = 30) -> SchedulingRequest:
+    rng = np.random.default_rng(seed)
+    n_types = int(rng.integers(1, 6))
+    configs, type_res = {}, []
+    check_on = rng.random() < 0.25
+    for t in range(n_types):
+        res = _type_resources(rng)
+        name = f"t{t}"
+        mx = int(rng.integers(0, 8))
+        mn = int(rng.integers(0, min(mx, 2) + 1)) if rng.random() < 0.3 else 0
+        configs[name] = NodeTypeConfig(
+            name=name, min_worker_nodes=mn, max_worker_nodes=mx,
+            idle_timeout_s=float(rng.choice([30, 120])) if rng.random() < 0.2 else None,
+            priority=int(rng.integers(-1, 2)), resources=res,
+            launch_config_hash=("h1" if check_on and rng.random() < 0.5 else ""))
+        type_res.append(res)
+    head_res = {"CPU": 4.0, "memory": 8 * GIB}
+    configs["head"] = NodeTypeConfig(name="head", min_worker_nodes=0, max_worker_nodes=1,
+                                     resources=head_res)
+    names = list(configs)
+    insts = [_running(rng, "head", head_res, head=True, i=0)]
+    n_nodes = int(rng.integers(0, max_nodes))
+    for i in range(1, n_nodes + 1):
+        t = int(rng.integers(n_types))
+        roll = rng.random()
+        if roll < 0.6:
+            insts.append(_running(rng, f"t{t}", type_res[t], i=i))
+        elif roll < 0.9:
+            st = PENDING[int(rng.integers(len(PENDING)))]
+            kind = NodeKind.UNMANAGED if st in (Instance.QUEUED, Instance.REQUESTED) else NodeKind.WORKER
+            name = f"t{t}" if rng.random() < 0.95 else "gone-type"
+            insts.append(AutoscalerInstance(im_instance=Instance(
+                instance_id=f"i-{i}", instance_type=name, status=st, node_kind=kind)))
+        elif roll < 0.97:
+            insts.append(AutoscalerInstance(im_instance=Instance(
+                instance_id=f"i-{i}", instance_type=f"t{t}",
+                status=GONE[int(rng.integers(len(GONE)))])))
+        else:
+            insts.append(AutoscalerInstance(im_instance=Instance(
+                instance_id=f"i-{i}", instance_type=f"t{t}", status=Instance.RAY_RUNNING,
+                node_id=f"n{i}"), ray_node=None))
+    order = rng.permutation(len(insts))
+    insts = [insts[j] for j in order]
+    reqs = []
+    for _ in range(int(rng.integers(0, 9))):
+        rr = ResourceRequest(resources_bundle=_shape(rng, type_res))
+        reqs.append(ResourceRequestByCount(request=rr, count=int(rng.integers(1, 25))))
+    avail = {n: float(rng.choice([0.0, 0.25, 0.5, 1.0])) for n in names if rng.random() < 0.2}
+    recov = {n: float(rng.choice([0.0, 0.5, 1.0])) for n in names if rng.random() < 0.2}
+    mnn = None if rng.random() < 0.7 else int(rng.integers(0, max_nodes + 5))
+    return SchedulingRequest(
+        disable_launch_config_check=not check_on,
+        node_type_configs=configs,
+        max_num_nodes=mnn,
+        idle_timeout_s=None if rng.random() < 0.3 else 60.0,
+        resource_requests=reqs,
+        current_instances=insts,
+        cloud_resource_availabilities=avail,
+        recoverable_resource_availabilities=recov,
+    )
