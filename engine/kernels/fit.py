@@ -55,6 +55,8 @@ def _fit_count(free, present, implicit, exact, qty, cols, ncols, limit):
 @njit
 def _take(free, present, exact, qty, cols, ncols, k):
     """Subtract k units of one run from a node's free row, in place."""
+    if k <= 0:
+        return
     for j in range(ncols):
         r = cols[j]
         v = qty[r]

@@ -1,0 +1,146 @@
+"""Each numba kernel against its slow twin (tests/twins.py), on seeded random
+inputs and on edge cases."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.build import _exact_columns
+from engine.kernels.fit import _fit_count, _take
+from engine.kernels.pack import _best_node
+from engine.kernels.score import _score, _victim_util
+
+from . import twins
+
+R = 5
+
+
+def _cols(q):
+    c = np.flatnonzero(q > 0).astype(np.int32)
+    out = np.full(len(q), -1, np.int32)
+    out[: c.size] = c
+    return out, np.int32(c.size)
+
+
+def _rand_row(rng, grid: bool, n=R):
+    if grid:
+        return rng.integers(0, 33, n) / 4.0
+    return np.round(rng.random(n) * 8, 3)     # thousandths: not exact in binary
+
+
+@pytest.mark.parametrize("grid", [True, False])
+def test_fit_and_take_match_twin(grid):
+    rng = np.random.default_rng(1 if grid else 2)
+    implicit = np.zeros(R, bool)
+    implicit[-1] = True
+    for _ in range(1500):
+        free = _rand_row(rng, grid)
+        qty = _rand_row(rng, grid) * (rng.random(R) < 0.5)
+        if rng.random() < 0.1:
+            qty[:] = 0                         # zero shape: fits without limit
+        present = rng.random(R) < 0.85
+        free[implicit & ~present] = 1.0
+        exact = _exact_columns(R, free[None], qty[None])
+        limit = int(rng.integers(0, 40))
+        cols, nc = _cols(qty)
+        k = _fit_count(free, present, implicit, exact, qty, cols, nc, limit)
+        kr, fr, pr = twins.fit_count_ref(free, present, implicit, qty, limit)
+        assert k == kr
+        f2, p2 = free.copy(), present.copy()
+        _take(f2, p2, exact, qty, cols, nc, k)
+        assert f2.tolist() == fr and p2.tolist() == pr     # bit-for-bit
+
+
+def test_fit_edge_cases():
+    implicit = np.array([False, False, True])
+    exact = np.ones(3, bool)
+    q = np.array([4.0, 0.0, 0.0]); c, n = _cols(q)
+    assert _fit_count(np.zeros(3), np.ones(3, bool), implicit, exact, q, c, n, 5) == 0  # zero capacity
+    q = np.array([1e6, 0.0, 0.0]); c, n = _cols(q)
+    assert _fit_count(np.full(3, 64.0), np.ones(3, bool), implicit, exact, q, c, n, 5) == 0  # huge
+    q = np.array([0.0, 0.0, 0.5]); c, n = _cols(q)
+    free = np.array([1.0, 1.0, 1.0]); present = np.array([True, True, False])
+    assert _fit_count(free, present, implicit, exact, q, c, n, 9) == 2   # implicit: missing = 1
+    q = np.array([0.1, 0.0, 0.0]); c, n = _cols(q)        # replayed subtraction, not 1.0 // 0.1
+    want = twins.fit_count_ref(np.ones(3), np.ones(3, bool), implicit, q, 20)[0]
+    assert _fit_count(np.ones(3), np.ones(3, bool), implicit, np.zeros(3, bool), q, c, n, 20) == want
+    q = np.array([0.1, 0.0, 0.0]); c, n = _cols(q)        # 1.5 // 0.1 == 15 but Ray fits 14
+    free = np.array([1.5, 0.0, 0.0])
+    assert twins.fit_count_ref(free, np.ones(3, bool), implicit, q, 99)[0] == 14
+    assert _fit_count(free, np.ones(3, bool), implicit, np.zeros(3, bool), q, c, n, 99) == 14
+
+
+def _rand_node(rng, grid):
+    total = np.where(rng.random(R) < 0.8, _rand_row(rng, grid) + 1, 0.0)
+    free = np.minimum(total, _rand_row(rng, grid))
+    order = rng.permutation(R).astype(np.int32)
+    order[rng.random(R) < 0.15] = -1
+    order = np.concatenate([order[order >= 0], order[order < 0]])
+    present = rng.random(R) < 0.85
+    return total, order, free, present
+
+
+@pytest.mark.parametrize("grid", [True, False])
+def test_score_matches_twin(grid):
+    rng = np.random.default_rng(3)
+    for _ in range(1500):
+        total, order, free, present = _rand_node(rng, grid)
+        res = rng.random(R) < 0.4
+        pg = bool(rng.random() < 0.5)
+        for conserve in (True, False):
+            got = _score(total, order, free, present, res, pg, 0, conserve)
+            want = twins.score_ref(total, order, free, present, res, pg, 0, conserve)
+            assert tuple(got) == want
+
+
+def test_victim_util_matches_twin():
+    rng = np.random.default_rng(4)
+    rows = [_rand_node(rng, False) for _ in range(300)]
+    total, order, free, present = (np.array([r[i] for r in rows]) for i in range(4))
+    assert _victim_util(total, order, free, present).tolist() == \
+        twins.victim_util_ref(total, order, free, present)
+
+
+@pytest.mark.parametrize("grid", [True, False])
+def test_best_node_matches_twin(grid):
+    rng = np.random.default_rng(5 if grid else 6)
+    implicit = np.zeros(R, bool)
+    for case in range(300):
+        M = int(rng.integers(0, 12))            # M == 0: empty cluster
+        nodes = [_rand_node(rng, grid) for _ in range(M)]
+        if case % 7 == 0 and M > 1:
+            nodes[1] = tuple(a.copy() for a in nodes[0])     # twins: NodeStateCache
+        total = np.array([n[0] for n in nodes]).reshape(M, R)
+        order = np.array([n[1] for n in nodes], dtype=np.int32).reshape(M, R)
+        free = np.array([n[2] for n in nodes]).reshape(M, R)
+        present = np.array([n[3] for n in nodes], dtype=bool).reshape(M, R)
+        placed_res = rng.random((M, R)) < 0.2
+        placed_gpu = rng.random(M) < 0.3
+        lscore = rng.integers(0, 2, M)
+        rec = rng.choice([0.0, 0.5, 1.0], M)
+        prio = rng.integers(-1, 2, M)
+        av = rng.choice([0.5, 1.0], M)
+        cls = np.where(rng.random(M) < 0.5, rng.integers(0, 3, M), -1).astype(np.int32)
+        S = int(rng.integers(1, 6))
+        qty = np.array([_rand_row(rng, grid) * (rng.random(R) < 0.5) for _ in range(S)])
+        if case % 11 == 0:
+            qty[0] = 1e6                         # bigger than any node
+        cols = np.full((S, R), -1, np.int32)
+        ncols = np.zeros(S, np.int32)
+        for s in range(S):
+            cols[s], ncols[s] = _cols(qty[s])
+        gpu_key = rng.random(S) < 0.3
+        runs = rng.permutation(S).astype(np.int32)
+        left = rng.integers(1, 6, S).astype(np.int64)
+        exact = _exact_columns(R, total, free, qty)
+        cands = rng.permutation(M).astype(np.int32)
+        out = np.zeros(S, np.int64)
+        got = _best_node(cands, cls, 3, total, order, free, present, placed_res, placed_gpu,
+                         lscore, rec, prio, av, implicit, exact, runs, left, qty, cols, ncols,
+                         gpu_key, 0, True, out)
+        want, taken = twins.best_node_ref(cands, cls, total, order, free, present, placed_res,
+                                          placed_gpu, lscore, rec, prio, av, implicit, runs,
+                                          left, qty, gpu_key, 0, True)
+        assert got == want
+        if want >= 0:
+            assert out.tolist() == taken

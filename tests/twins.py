@@ -1,0 +1,92 @@
+"""Slow, readable twins of the numba kernels: one unit at a time, Python floats,
+Ray's own formulas. Tests compare each kernel against its twin."""
+from __future__ import annotations
+
+
+def fit_count_ref(free, present, implicit, qty, limit):
+    """Place units of bundle qty one at a time, as Ray does; returns (count, free, present)."""
+    free = [float(x) for x in free]
+    present = [bool(x) for x in present]
+    n = 0
+    while n < limit:
+        if any(v > 0 and v > free[r] for r, v in enumerate(qty)):
+            break
+        for r, v in enumerate(qty):
+            if v > 0:
+                free[r] -= v
+                present[r] = True
+        n += 1
+    return n, free, present
+
+
+def util_terms_ref(total, order, free, present):
+    terms = []
+    for r in order:
+        if r < 0:
+            break
+        v = float(total[r])
+        if v == 0 or not present[r]:
+            continue
+        u = (v - float(free[r])) / v
+        terms.append(v * (u ** 3))
+    return (min(terms) if terms else 0, float(sum(terms)) / len(terms) if terms else 0)
+
+
+def score_ref(total, order, free, present, placed_res, placed_gpu, gpu_col, conserve):
+    gpu_ok = not (conserve and gpu_col >= 0 and total[gpu_col] > 0 and not placed_gpu)
+    match = sum(1 for r in order if r >= 0 and placed_res[r])
+    lo, mean = util_terms_ref(total, order, free, present)
+    return (int(gpu_ok), match, lo, mean)
+
+
+def victim_util_ref(total, order, free, present):
+    out = []
+    for m in range(len(total)):
+        utils = []
+        for r in order[m]:
+            if r < 0:
+                break
+            v = float(total[m][r])
+            if v <= 0:
+                continue
+            a = float(free[m][r]) if present[m][r] else 0.0
+            utils.append((v - a) / v)
+        out.append(sum(utils) / len(utils) if utils else 0)
+    return out
+
+
+def walk_ref(free, present, res, implicit, runs, left, qty, gpu_key):
+    """Ray's greedy walk over runs (expanded unit by unit). Returns taken, gpu, free, present, res."""
+    free, present, res = list(free), list(present), list(res)
+    taken, gpu = [], False
+    for s, want in zip(runs, left):
+        n, free, present = fit_count_ref(free, present, implicit, qty[s], want)
+        taken.append(n)
+        if n:
+            gpu = gpu or bool(gpu_key[s])
+            for r, v in enumerate(qty[s]):
+                if v > 0:
+                    res[r] = True
+    return taken, gpu, free, present, res
+
+
+def best_node_ref(cands, cls, total, order, free, present, placed_res, placed_gpu, lscore,
+                  rec, prio, avail, implicit, runs, left, qty, gpu_key, gpu_col, conserve):
+    """Ray's _sched_best_node: try each candidate, sort by key descending (stable)."""
+    seen, results = set(), []
+    for i, m in enumerate(cands):
+        if cls[m] >= 0:
+            if cls[m] in seen:
+                continue
+            seen.add(cls[m])
+        taken, gpu, f, p, res = walk_ref(free[m], present[m], placed_res[m], implicit,
+                                         runs, left, qty, gpu_key)
+        if sum(taken) == 0:
+            continue
+        score = score_ref(total[m], order[m], f, p, res, placed_gpu[m] or gpu, gpu_col, conserve)
+        results.append(((int(lscore[m]),) + score, float(rec[m]), int(prio[m]), float(avail[m]),
+                        i, taken))
+    if not results:
+        return -1, None
+    results = sorted(results, key=lambda x: x[:4], reverse=True)
+    return results[0][4], results[0][5]
