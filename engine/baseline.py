@@ -8,7 +8,7 @@ One tick, in order:
 
 1. pending nodes the builder marked outdated are terminated (OUTDATED);
 2. per worker group, nodes above ``max_worker_nodes`` are terminated
-   (MAX_NUM_NODE_PER_TYPE; never the head, never a REQUESTED instance);
+   (MAX_NUM_NODE_PER_TYPE; never the head, never a REQUESTED or RAY_STOP_REQUESTED instance);
 3. new nodes are launched until every group has ``min_worker_nodes``;
 4. demand: runs largest first (see `size_order`); the units of a run go to the
    first existing node with room, then to the first already-opened new node,
@@ -52,15 +52,8 @@ def size_order(problem: Problem) -> np.ndarray:
 
 
 def type_free(problem: Problem) -> np.ndarray:
-    """(T, R) f8 free resources of a brand-new node of each type: the config
-    resources, with 1.0 for an implicit column absent from the config."""
-    free = problem.type_cap.copy()
-    present = np.zeros(free.shape, dtype=bool)
-    t, j = np.nonzero(problem.type_order >= 0)
-    present[t, problem.type_order[t, j]] = True
-    imp = problem.implicit
-    free[:, imp] = np.where(present[:, imp], free[:, imp], 1.0)
-    return free
+    """(T, R) f8 free resources of a brand-new node of each type."""
+    return problem.type_free
 
 
 def _fit(free: np.ndarray, qty: np.ndarray, limit: int) -> np.ndarray:
@@ -107,9 +100,9 @@ def schedule_baseline(problem: Problem) -> Plan:
     terms: list[tuple[int, int, int]] = []          # (node, cause, value) in reply order
     gone = p.node_outdated.copy()                    # nodes not in the cluster after this tick
 
-    # Never the head; never a REQUESTED instance: its termination is an illegal
+    # Never the head; never a REQUESTED or RAY_STOP_REQUESTED instance: its termination is an illegal
     # lifecycle move (quirk Q13), it is left for a later tick.
-    terminable = (p.node_kind != Kind.HEAD) & (p.node_status != Status.REQUESTED)
+    terminable = (p.node_kind != Kind.HEAD) & ~np.isin(p.node_status, Status.UNTERMINABLE)
 
     # 1. Outdated pending nodes (already emptied by the builder).
     for n in np.flatnonzero(p.node_outdated & terminable):

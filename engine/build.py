@@ -120,6 +120,15 @@ def _exact_columns(R: int, *mats: np.ndarray) -> np.ndarray:
     return exact
 
 
+def _new_node_free(cap: np.ndarray, order: np.ndarray, implicit: np.ndarray) -> np.ndarray:
+    free = cap.copy()
+    present = np.zeros(cap.shape, dtype=bool)
+    t, j = np.nonzero(order >= 0)
+    present[t, order[t, j]] = True
+    free[:, implicit] = np.where(present[:, implicit], free[:, implicit], 1.0)
+    return free
+
+
 def _order_row(keys, vocab: Vocab, R: int) -> np.ndarray:
     row = np.full(R, -1, dtype=IDX)
     for j, k in enumerate(keys):
@@ -200,6 +209,11 @@ def build_problem(
         elif ns.type not in type_index:
             if disable_launch_config_check:
                 skipped.append((i, f"pending node of unknown type {ns.type!r}"))
+                continue
+            if int(ns.kind) == Kind.HEAD:
+                # Ray would terminate it as OUTDATED; a head is never terminated
+                # (divergence D1 in docs/SEMANTICS.md), so it is left out.
+                skipped.append((i, f"pending head of unknown type {ns.type!r}"))
                 continue
             if ns.type not in extra_types:
                 extra_types.append(ns.type)
@@ -340,6 +354,7 @@ def build_problem(
         type_names=type_names,
         type_configured=configured,
         type_cap=type_cap,
+        type_free=_new_node_free(type_cap, type_order, implicit),
         type_order=type_order,
         type_min=type_min,
         type_max=type_max,

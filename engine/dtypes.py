@@ -39,6 +39,10 @@ class Status:
     # Statuses from which RAY_RUNNING is still reachable: only these become nodes.
     SCHEDULABLE = (QUEUED, REQUESTED, ALLOCATED, RAY_INSTALLING, RAY_RUNNING,
                    RAY_STOP_REQUESTED)
+    # Never named in a termination: the instance manager has no legal move from
+    # these to the reconciler's termination targets, so Ray's reply would make it
+    # reject the whole tick (quirk Q13 and its RAY_STOP_REQUESTED twin).
+    UNTERMINABLE = (REQUESTED, RAY_STOP_REQUESTED)
     # Pending statuses that can be dropped without a drain (REQUESTED cannot be
     # cancelled while the cloud call is in flight).
     PENDING_TERMINABLE = (QUEUED, ALLOCATED, RAY_INSTALLING)

@@ -21,6 +21,8 @@ def terminate_outdated(ctx: Context) -> None:
     for m in ctx.nodes:
         if ctx.sched[m] != Sched.SCHEDULABLE or ctx.kind[m] == Kind.HEAD:
             continue   # a head is only warned about, never terminated
+        if ctx.status[m] in Status.UNTERMINABLE:
+            continue   # quirk Q13 fix: it becomes outdated once it is ALLOCATED
         t = ctx.type[m]
         want = p.type_launch_hash[t]
         node_hash = p.node_launch_hash[m] if m < p.N else ""
@@ -45,15 +47,15 @@ def enforce_min_workers(ctx: Context) -> None:
 # ---- §3.3–§3.5 caps and victims ---------------------------------------------------------
 def _victims(ctx: Context, group: np.ndarray, k: int):
     """(victims, survivors) of a group: Ray's victim order, head never chosen and
-    moved last. REQUESTED instances are never chosen either (quirk Q13 fixed: Ray
-    would pick them and the instance manager then rejects the whole tick); they
-    are kept and listed after the head, in victim order."""
+    moved last. REQUESTED and RAY_STOP_REQUESTED instances are never chosen either
+    (quirk Q13 fixed: Ray would pick them and the instance manager then rejects
+    the whole tick); they are kept and listed after the head, in victim order."""
     util = np.zeros(ctx.M)
     util[group] = _victim_util(ctx.total[group], ctx.order[group], ctx.free[group],
                                ctx.present[group])
     ordered = victim_order(ctx, group, util)
-    requested = ordered[ctx.status[ordered] == Status.REQUESTED]
-    others = ordered[ctx.status[ordered] != Status.REQUESTED]
+    keep = np.isin(ctx.status[ordered], Status.UNTERMINABLE)
+    requested, others = ordered[keep], ordered[~keep]
     heads = np.flatnonzero(ctx.kind[others] == Kind.HEAD)
     head = others[heads[:1]]
     rest = np.delete(others, heads[:1])

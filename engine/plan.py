@@ -26,7 +26,8 @@ class Plan:
     infeasible_why: np.ndarray          # (S,) i1 dtypes.Why
     run_order: np.ndarray               # (S,) i4 input runs in the order they were packed
 
-    place_slot: np.ndarray              # (P,) i4 node slot: < n_nodes existing, else new node
+    place_slot: np.ndarray              # (P,) i4 node slot: < n_nodes existing, else new node;
+                                        # -1: a node this tick cut before launch (Ray's Q1)
     place_run: np.ndarray               # (P,) i4 input run
     place_count: np.ndarray             # (P,) i8 units of that run placed there
     new_type: np.ndarray                # (J,) i4 type of new node slot n_nodes + j

@@ -37,6 +37,8 @@ class Problem:
     type_names: tuple[str, ...]
     type_configured: np.ndarray         # (T,) bool
     type_cap: np.ndarray                # (T, R) f8 config resources (0 where absent)
+    type_free: np.ndarray               # (T, R) f8 free resources of a new node: the config,
+                                        # 1.0 for an implicit column absent from it
     type_order: np.ndarray              # (T, R) i4 config resource columns in dict order, -1 padded
     type_min: np.ndarray                # (T,) i8 min_worker_nodes
     type_max: np.ndarray                # (T,) i8 max_worker_nodes

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from .context import Context
-from .dtypes import CNT, IDX, QTY, Sched
+from .dtypes import CNT, IDX, QTY, Sched, Status
 from .phases import (Shapes, enforce_max_global, enforce_max_per_type, enforce_min_workers,
                      idle_termination, sched_requests, terminate_outdated)
 from .plan import Plan
@@ -47,15 +47,19 @@ def _assemble(ctx: Context, run_order, infeasible, why, placements) -> Plan:
     for t in ctx.type[launching]:
         seen.setdefault(int(t))
     # Terminations in list order; nodes the tick itself added are simply not
-    # launched (Ray would emit empty-id terminations for them, quirk Q4).
-    term = nodes[(ctx.sched[nodes] == Sched.TO_TERMINATE) & (nodes < N)]
+    # launched (Ray would emit empty-id terminations for them, quirk Q4), and
+    # REQUESTED / RAY_STOP_REQUESTED instances are never named (quirk Q13).
+    term = nodes[(ctx.sched[nodes] == Sched.TO_TERMINATE) & (nodes < N)
+                 & ~np.isin(ctx.status[nodes], Status.UNTERMINABLE)]
     live = nodes[ctx.sched[nodes] != Sched.TO_TERMINATE]
     slot_of = {}
     for m in nodes:
         m = int(m)
         slot_of[m] = m if m < N else new_slot.get(m, -1)
-    kept = [(slot_of[m], s, k) for m, s, k in placements if slot_of.get(m, -1) >= 0]
-    pl = np.asarray(kept, dtype=np.int64).reshape(-1, 3)
+    # Units packed onto a node this tick cut before launching it (quirk Q1 with
+    # Q4 fixed) keep slot -1: placed as Ray counts them, on no node.
+    pl = np.asarray([(slot_of.get(m, -1), s, k) for m, s, k in placements],
+                    dtype=np.int64).reshape(-1, 3)
     return Plan(
         resources=p.resources,
         type_names=p.type_names,

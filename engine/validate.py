@@ -10,11 +10,11 @@ nothing about how a plan was found, only what a legal plan looks like:
 - every unit of every run is placed or reported infeasible, with a reason
   exactly when some are infeasible;
 - no configured type ends above ``max_worker_nodes`` (existing nodes kept plus
-  launches), unless only untouchable nodes (HEAD, REQUESTED) keep it there;
+  launches), unless only untouchable nodes (HEAD, REQUESTED, RAY_STOP_REQUESTED) keep it there;
 - launches respect ``max_num_nodes`` (only new launches are judged: the
   existing count may already exceed it);
 - terminations: valid unique indices, known causes, the node's own status,
-  never the head, never a REQUESTED instance (its termination is an illegal
+  never the head, never a REQUESTED or RAY_STOP_REQUESTED instance (its termination is an illegal
   lifecycle move, quirk Q13), never a node that received demand, and IDLE ones
   never take a type below ``min_worker_nodes``;
 - ``cluster_resources`` equals the totals of the nodes kept plus the launches.
@@ -61,11 +61,7 @@ def check_plan(problem: Problem, plan: Plan, *, allow_q1: bool = False) -> list[
     for check in (_check_launches, _check_terminations, _check_placements,
                   _check_capacity, _check_caps, _check_cluster_resources):
         out += check(problem, plan)
-    if not allow_q1:
-        out += _demand_on_terminated(problem, plan, (Cause.IDLE, Cause.MAX_NUM_NODE_PER_TYPE,
-                                                     Cause.MAX_NUM_NODES, Cause.OUTDATED), True)
-    else:
-        out += _demand_on_terminated(problem, plan, (Cause.IDLE,), False)
+    out += _check_demand_on_terminated(problem, plan, allow_q1)
     return out
 
 
@@ -85,15 +81,7 @@ def _gone(problem: Problem, plan: Plan) -> np.ndarray:
 
 
 def _new_node_free(problem: Problem) -> np.ndarray:
-    """(T, R) free resources of a new node: config resources, 1.0 for an absent
-    implicit column (same rule as ``node_free`` of pending nodes)."""
-    free = problem.type_cap.copy()
-    for t in range(problem.T):
-        present = np.zeros(problem.R, dtype=bool)
-        cols = problem.type_order[t]
-        present[cols[cols >= 0]] = True
-        free[t, problem.implicit & ~present] = 1.0
-    return free
+    return problem.type_free
 
 
 def _over(used: np.ndarray, cap: np.ndarray) -> np.ndarray:
@@ -126,14 +114,16 @@ def _check_structure(problem: Problem, plan: Plan) -> list[str]:
     for name in ("launch", "infeasible", "infeasible_why", "run_order", "term_node",
                  "term_cause", "term_value", "term_status", "place_slot", "place_run",
                  "place_count", "new_type"):
-        if not np.issubdtype(np.asarray(getattr(plan, name)).dtype, np.integer):
-            out.append(f"plan.{name} must be an integer array, got {np.asarray(getattr(plan, name)).dtype}")
+        dtype = np.asarray(getattr(plan, name)).dtype
+        if not np.issubdtype(dtype, np.integer):
+            out.append(f"plan.{name} must be an integer array, got {dtype}")
     if out:
         return out
     J = len(plan.new_type)
     for name, hi in (("term_node", N), ("place_slot", N + J), ("place_run", S), ("new_type", T)):
         a = np.asarray(getattr(plan, name))
-        bad = np.flatnonzero((a < 0) | (a >= hi))
+        lo = -1 if name == "place_slot" else 0   # -1: a node the tick cut before launch (Q1)
+        bad = np.flatnonzero((a < lo) | (a >= hi))
         out += _limit([f"plan.{name}[{i}] = {a[i]} is out of range [0, {hi})" for i in bad])
     bad_lo = [t for t in plan.launch_order if not 0 <= t < T]
     if bad_lo:
@@ -173,8 +163,8 @@ def _check_terminations(problem: Problem, plan: Plan) -> list[str]:
                        f"{p.node_status[n]}")
         if p.node_kind[n] == Kind.HEAD:
             out.append(f"node {n} is the HEAD node and is terminated")
-        if p.node_status[n] == Status.REQUESTED:
-            out.append(f"node {n} is REQUESTED and cannot be terminated (quirk Q13)")
+        if p.node_status[n] in Status.UNTERMINABLE:
+            out.append(f"node {n} is {Status.NAMES[int(p.node_status[n])]} and cannot be terminated (quirk Q13)")
     # IDLE never takes a configured type below min_worker_nodes.
     kept = np.bincount(p.node_type[~_gone(p, plan)], minlength=p.T) + plan.launch
     idle_types = np.unique(p.node_type[nodes[plan.term_cause == Cause.IDLE]])
@@ -209,13 +199,15 @@ def _check_capacity(problem: Problem, plan: Plan) -> list[str]:
     p, out = problem, []
     N, J = p.N, len(plan.new_type)
     used = np.zeros((N + J, p.R))
-    np.add.at(used, plan.place_slot,
-              plan.place_count[:, None].astype(float) * p.shape_qty[plan.place_run])
+    on = plan.place_slot >= 0
+    np.add.at(used, plan.place_slot[on],
+              plan.place_count[on, None].astype(float) * p.shape_qty[plan.place_run[on]])
     cap = np.concatenate([p.node_free, _new_node_free(p)[plan.new_type]])
     for slot, r in zip(*np.nonzero(_over(used, cap))):
-        what = f"node {slot}" if slot < N else f"new node {slot - N} ({p.type_names[plan.new_type[slot - N]]})"
-        out.append(f"{what} over-committed on {p.resources[r]!r}: {used[slot, r]!r} > "
-                   f"{cap[slot, r]!r}")
+        what = (f"node {slot}" if slot < N
+                else f"new node {slot - N} ({p.type_names[plan.new_type[slot - N]]})")
+        out.append(f"{what} over-committed on {p.resources[r]!r}: {float(used[slot, r])!r} > "
+                   f"{float(cap[slot, r])!r}")
     return _limit(out)
 
 
@@ -224,7 +216,7 @@ def _check_caps(problem: Problem, plan: Plan) -> list[str]:
     alive = ~_gone(p, plan)
     kept = np.bincount(p.node_type[alive], minlength=p.T) + plan.launch
     # Nodes no plan may terminate keep their type above max legitimately.
-    stuck_mask = alive & ((p.node_kind == Kind.HEAD) | (p.node_status == Status.REQUESTED))
+    stuck_mask = alive & ((p.node_kind == Kind.HEAD) | np.isin(p.node_status, Status.UNTERMINABLE))
     stuck = np.bincount(p.node_type[stuck_mask], minlength=p.T)
     for t in np.flatnonzero(p.type_configured):
         if kept[t] > max(p.type_max[t], stuck[t]):
@@ -242,16 +234,21 @@ def _check_cluster_resources(problem: Problem, plan: Plan) -> list[str]:
     want = p.node_total[~_gone(p, plan)].sum(axis=0) + plan.launch.astype(float) @ p.type_cap
     got = np.asarray(plan.cluster_resources, dtype=float)
     bad = np.abs(got - want) > RTOL * np.maximum(np.abs(want), 1.0)
-    return _limit([f"cluster_resources[{p.resources[r]!r}] is {got[r]!r}, expected {want[r]!r}"
+    return _limit([f"cluster_resources[{p.resources[r]!r}] is {float(got[r])!r}, "
+                   f"expected {float(want[r])!r}"
                    for r in np.flatnonzero(bad)])
 
 
-def _demand_on_terminated(problem: Problem, plan: Plan, causes, outdated: bool) -> list[str]:
+def _check_demand_on_terminated(problem: Problem, plan: Plan, allow_q1: bool) -> list[str]:
     p = problem
-    banned = np.zeros(p.N, dtype=bool)
-    banned[plan.term_node[np.isin(plan.term_cause, causes)]] = True
-    if outdated:
-        banned |= p.node_outdated
-    slots = plan.place_slot[plan.place_slot < p.N]
+    if allow_q1:       # only IDLE victims must be empty: they are chosen after packing
+        banned = np.zeros(p.N, dtype=bool)
+        banned[plan.term_node[plan.term_cause == Cause.IDLE]] = True
+    else:
+        banned = _gone(p, plan)
+    slots = plan.place_slot[(plan.place_slot >= 0) & (plan.place_slot < p.N)]
     hit = np.unique(slots[banned[slots]])
-    return _limit([f"node {n} receives demand but is terminated" for n in hit])
+    out = [f"node {n} receives demand but is terminated" for n in hit]
+    if not allow_q1 and (plan.place_slot < 0).any():
+        out.append("demand placed on a node cut before launch (slot -1)")
+    return _limit(out)

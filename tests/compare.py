@@ -40,6 +40,6 @@ def ray_quirk(reply) -> str | None:
     for t in reply.to_terminate:
         if t.instance_id == "":
             return "Q4"      # aliased min-worker nodes cut by max_num_nodes
-        if t.instance_status == Instance.REQUESTED:
-            return "Q13"     # a REQUESTED instance chosen as a victim
+        if t.instance_status in (Instance.REQUESTED, Instance.RAY_STOP_REQUESTED):
+            return "Q13"     # an instance the instance manager cannot terminate now
     return None

@@ -5,8 +5,11 @@ can be compared in full (docs/SEMANTICS.md, "Divergences").
 - Q4: min-worker nodes are separate objects, so a global-cap cut names only the
   nodes it cuts; the engine then simply does not launch them, so Ray's
   empty-id terminations of never-launched nodes are dropped from the reply.
-- Q13: a REQUESTED instance is never chosen as a victim; such nodes are kept
-  and listed after the other survivors (in victim order).
+- Q13: a REQUESTED or RAY_STOP_REQUESTED instance is never named in a
+  termination (the instance manager has no legal move for it and rejects the
+  tick): never a victim (kept, listed after the other survivors in victim
+  order), never terminated as outdated, and an already-terminated pending node
+  of an unknown type in such a status is not reported.
 """
 from __future__ import annotations
 
@@ -16,19 +19,34 @@ import copy
 from ray.autoscaler.v2.scheduler import ResourceDemandScheduler as RDS
 from ray.core.generated.instance_manager_pb2 import Instance
 
+from ray.autoscaler.v2.scheduler import SchedulingNodeStatus
+
+PROTECTED = (Instance.REQUESTED, Instance.RAY_STOP_REQUESTED)
+
 
 @contextlib.contextmanager
 def _patched():
     orig_min = RDS.__dict__["_enforce_min_workers_per_type"]
     orig_sel = RDS.__dict__["_select_nodes_to_terminate"]
+    orig_out = RDS.__dict__["_terminate_outdated_nodes"]
+
+    def outdated(ctx):
+        keep = [i for i, n in enumerate(ctx._nodes)
+                if n.status == SchedulingNodeStatus.SCHEDULABLE and n.im_instance_status in PROTECTED]
+        orig_out.__func__(ctx)
+        nodes = ctx.get_nodes()
+        for i in keep:
+            nodes[i].status = SchedulingNodeStatus.SCHEDULABLE
+            nodes[i].termination_request = None
+        ctx.update(nodes)
 
     def min_workers(ctx):
         orig_min.__func__(ctx)
         ctx.update([copy.deepcopy(n) for n in ctx._nodes])   # break the aliasing
 
     def select(nodes, num_to_terminate, cause, max_num_nodes=None, max_num_nodes_per_type=None):
-        requested = [n for n in nodes if n.im_instance_status == Instance.REQUESTED]
-        others = [n for n in nodes if n.im_instance_status != Instance.REQUESTED]
+        requested = [n for n in nodes if n.im_instance_status in PROTECTED]
+        others = [n for n in nodes if n.im_instance_status not in PROTECTED]
         victims, survivors = orig_sel.__func__(others, num_to_terminate, cause,
                                                max_num_nodes, max_num_nodes_per_type)
         requested.sort(key=RDS._sort_nodes_for_termination)
@@ -36,11 +54,13 @@ def _patched():
 
     RDS._enforce_min_workers_per_type = staticmethod(min_workers)
     RDS._select_nodes_to_terminate = staticmethod(select)
+    RDS._terminate_outdated_nodes = staticmethod(outdated)
     try:
         yield
     finally:
         RDS._enforce_min_workers_per_type = orig_min
         RDS._select_nodes_to_terminate = orig_sel
+        RDS._terminate_outdated_nodes = orig_out
 
 
 def schedule_fixed(request):
@@ -48,5 +68,6 @@ def schedule_fixed(request):
     fix can trigger (too few pickable victims) is reported as AssertionError."""
     with _patched():
         reply = RDS().schedule(request)
-    reply.to_terminate = [t for t in reply.to_terminate if t.instance_id != ""]
+    reply.to_terminate = [t for t in reply.to_terminate
+                          if t.instance_id != "" and t.instance_status not in PROTECTED]
     return reply

@@ -1,0 +1,15 @@
+"""Ray's instance lifecycle without Ray: the status machine, an instance store with the
+reconciler's steps and launch rate limits, and a simulated cloud provider."""
+from .instances import (InstanceRecord, InstanceStore, InvalidMove, Move, ReconcileConfig,
+                        TickMoves, compute_to_launch, sequential_ids, timeout_target,
+                        upscaling_speed_for_mode)
+from .provider import SimClock, SimNodeType, SimProvider, run
+from .status import (CREATABLE, TERMINAL, TRANSITIONS, IllegalTransition, can_transition,
+                     reachable, status_name)
+
+__all__ = [
+    "CREATABLE", "TERMINAL", "TRANSITIONS", "IllegalTransition", "InstanceRecord",
+    "InstanceStore", "InvalidMove", "Move", "ReconcileConfig", "SimClock", "SimNodeType",
+    "SimProvider", "TickMoves", "can_transition", "compute_to_launch", "reachable", "run",
+    "sequential_ids", "status_name", "timeout_target", "upscaling_speed_for_mode",
+]

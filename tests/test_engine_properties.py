@@ -1,0 +1,79 @@
+"""Properties every engine plan must have, on seeded random problems (the same
+generator as the baseline's tests): legal and feasible per engine.validate,
+deterministic, nothing lost."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine import ProblemError, schedule
+from engine.build import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
+from engine.validate import check_plan
+
+from .test_baseline import random_case
+
+FIELDS = ("launch", "term_node", "term_cause", "term_value", "infeasible", "infeasible_why",
+          "place_slot", "place_run", "place_count", "new_type", "cluster_resources")
+
+
+@pytest.mark.parametrize("block", range(3))
+def test_engine_plans_are_legal_and_deterministic(block):
+    for seed in range(block * 100, (block + 1) * 100):
+        p = random_case(seed)
+        plan = schedule(p)
+        problems = check_plan(p, plan, allow_q1=True)
+        if p.max_num_nodes == 0:   # quirk Q6: 0 is "no cap" when cutting, Ray's meaning
+            problems = [x for x in problems if "max_num_nodes" not in x]
+        assert not problems, (seed, problems)
+        again = schedule(p)
+        for f in FIELDS:
+            assert np.array_equal(getattr(plan, f), getattr(again, f)), (seed, f)
+        placed = np.bincount(plan.place_run, weights=plan.place_count, minlength=p.S)
+        assert np.array_equal(placed + plan.infeasible, p.shape_count), seed
+
+
+def test_bad_input_is_a_typed_error_naming_the_field():
+    t = [NodeTypeSpec("a", {"CPU": 4.0}, max_workers=2)]
+    cases = [
+        (lambda: build_problem([], [], []), "node_type_configs"),
+        (lambda: build_problem([NodeTypeSpec("a", {"CPU": float("nan")})], [], []),
+         "node_type_configs['a'].resources['CPU']"),
+        (lambda: build_problem(t, [], [RequestSpec({"CPU": -1.0})]),
+         "resource_requests[0].resources_bundle['CPU']"),
+        (lambda: build_problem(t, [], [RequestSpec({"CPU": 1.0}, count=-3)]),
+         "resource_requests[0].count"),
+        (lambda: build_problem(t, [], [RequestSpec({"CPU": 1.0}, count=1 << 50)]),
+         "resource_requests[0].count"),
+        (lambda: build_problem(t, [NodeSpec("a", total={"CPU": 4.0},
+                                            available={"CPU": float("inf")})], []),
+         "instances[0].available_resources['CPU']"),
+        (lambda: build_problem([NodeTypeSpec("a", {"CPU": 1.0}, min_workers=3, max_workers=1)],
+                               [], []), "node_type_configs['a'].min_worker_nodes"),
+        (lambda: build_problem(t, [], [], idle_timeout_s=-5), "idle_timeout_s"),
+        (lambda: build_problem([NodeTypeSpec("a", {"CPU": 1.0}, availability=1.5)], [], []),
+         "cloud_resource_availabilities['a']"),
+        (lambda: build_problem(t, [NodeSpec("a", status=99)], []), "instances[0].status"),
+    ]
+    for fn, field in cases:
+        with pytest.raises(ProblemError) as e:
+            fn()
+        assert e.value.field == field
+
+
+def test_unknown_running_type_is_kept_not_a_crash():
+    """Quirk Q3 fixed: Ray raises KeyError; the engine keeps the node and packs on it."""
+    t = [NodeTypeSpec("a", {"CPU": 4.0}, max_workers=2)]
+    p = build_problem(t, [NodeSpec("gone", total={"CPU": 8.0}, available={"CPU": 8.0},
+                                   ray_node_id="x")], [RequestSpec({"CPU": 8.0})])
+    plan = schedule(p)
+    assert plan.n_launched == 0 and plan.infeasible.sum() == 0
+    assert p.type_names[1] == "gone" and not p.type_configured[1]
+
+
+def test_available_above_total_is_clamped_and_counted():
+    """Quirk Q12 fixed: Ray asserts on utilisation > 1; the engine clamps and reports."""
+    t = [NodeTypeSpec("a", {"CPU": 4.0}, max_workers=2)]
+    p = build_problem(t, [NodeSpec("a", total={"CPU": 4.0}, available={"CPU": 6.0},
+                                   ray_node_id="x")], [RequestSpec({"CPU": 4.0}, 2)])
+    assert p.clamped == 1 and p.node_free[0, 0] == 4.0
+    assert schedule(p).launches() == {"a": 1}
