@@ -14,6 +14,7 @@ import numpy as np
 
 from .dtypes import CNT, IDX, QTY, GPU, Kind, Status
 from .problem import Problem, ProblemError
+from .requests import GangSpec, RequestSpec, collect_names, encode
 from .vocab import Vocab
 
 MAX_COUNT = 1 << 40          # larger request counts or caps are rejected as absurd
@@ -51,12 +52,6 @@ class NodeSpec:
     idle_ms: int = 0
     ray_node_id: str = ""
     launch_hash: str = ""
-
-
-@dataclass
-class RequestSpec:
-    resources: Mapping[str, float]
-    count: int = 1
 
 
 def _qty(value, where: str) -> float:
@@ -147,19 +142,23 @@ def build_problem(
     conserve_gpu: bool = True,
     vocab: Optional[Vocab] = None,
     label_vocab: Optional[Vocab] = None,
-    shape_sums: Optional[Sequence[float]] = None,
+    gangs: Sequence[GangSpec] = (),
+    constraint: Optional[Sequence[RequestSpec]] = None,
+    pending_idle_timeout_s: Optional[float] = None,
 ) -> Problem:
     """Validate and encode one tick.
 
-    ``shape_sums`` lets an adapter pass Ray's request-sort sums computed over the
-    original maps (their iteration order decides the last bit); by default they
-    are summed in each bundle's own order.
+    ``requests`` are the plain request runs; ``constraint`` the request list of a
+    ``request_resources()`` constraint (None: no constraint); ``gangs`` the
+    placement groups. A RequestSpec's ``sum`` lets an adapter pass Ray's
+    request-sort sum computed over the original map (its iteration order decides
+    the last bit); by default it is summed in the bundle's own order.
     """
     if not types:
         raise ProblemError("node_type_configs", "is empty: at least one node type is needed")
     vocab = Vocab(vocab.names) if vocab is not None else Vocab()
     lvocab = Vocab(label_vocab.names) if label_vocab is not None else Vocab()
-    values = Vocab()
+    values = Vocab(allow_empty=True)   # label values; "" is a value (PG markers)
 
     # ---- names first, so every column exists before arrays are sized --------------
     type_index: dict[str, int] = {}
@@ -222,9 +221,9 @@ def build_problem(
             outdated.append(False)
         kept.append(i)
 
-    for j, rs in enumerate(requests):
-        for k in rs.resources:
-            vocab.add(k)
+    gang_specs = [b for g in gangs for b in g.requests]
+    all_specs = list(requests) + list(constraint or ()) + gang_specs
+    collect_names(all_specs, vocab, lvocab)
 
     R, L = len(vocab), len(lvocab)
     names = vocab.names
@@ -318,26 +317,32 @@ def build_problem(
             node_hash.append("")
     node_free[:, implicit] = np.where(node_present[:, implicit], node_free[:, implicit], 1.0)
 
-    # ---- demand ----------------------------------------------------------------------
-    S = len(requests)
-    shape_qty = np.zeros((S, R), dtype=QTY)
-    shape_present = np.zeros((S, R), dtype=bool)
+    # ---- demand: plain runs, the constraint's requests, then gang bundles ----------
+    S, C = len(requests), len(constraint or ())
+    wheres = ([f"resource_requests[{q}]" for q in range(S)]
+              + [f"cluster_resource_constraints[0].resource_requests[{q}]" for q in range(C)])
+    for g, gs in enumerate(gangs):
+        wheres += [f"gang_resource_requests[{g}].requests[{b}]" for b in range(len(gs.requests))]
+    table = encode(all_specs, wheres, vocab, lvocab, values, _qty,
+                   [rs.sum if rs.sum is not None else None for rs in all_specs])
     shape_count = np.zeros(S, dtype=CNT)
-    shape_sum = np.zeros(S, dtype=QTY)
-    for s, rs in enumerate(requests):
-        where = f"resource_requests[{s}]"
-        total = 0
-        for k, v in rs.resources.items():
-            q = _qty(v, f"{where}.resources_bundle[{k!r}]")
-            shape_qty[s, vocab[k]] = q
-            shape_present[s, vocab[k]] = True
-            total += q
-        shape_count[s] = _count(rs.count, f"{where}.count")
-        shape_sum[s] = total
-    if shape_sums is not None:
-        if len(shape_sums) != S:
-            raise ProblemError("shape_sums", f"has {len(shape_sums)} entries for {S} requests")
-        shape_sum[:] = [float(x) for x in shape_sums]
+    for q, rs in enumerate(requests):
+        shape_count[q] = _count(rs.count, f"{wheres[q]}.count")
+    con_count = np.zeros(C, dtype=CNT)
+    for q, rs in enumerate(constraint or ()):
+        con_count[q] = _count(rs.count, f"{wheres[S + q]}.count")
+    for q, rs in enumerate(gang_specs):
+        if rs.count != 1:
+            raise ProblemError(f"{wheres[S + C + q]}.count", f"a gang bundle is one unit, got {rs.count}")
+    gang_ptr = np.zeros(len(gangs) + 1, dtype=IDX)
+    gang_key = np.zeros((len(gangs), 2), dtype=CNT)
+    for g, gs in enumerate(gangs):
+        gang_ptr[g + 1] = gang_ptr[g] + len(gs.requests)
+        key = gs.sort_key
+        if key is None:
+            key = (sum(int(table.n_pc[S + C + gang_ptr[g] + b]) for b in range(len(gs.requests))),
+                   len(gs.requests))
+        gang_key[g] = key
 
     if max_num_nodes is None:
         mnn = -1
@@ -347,7 +352,7 @@ def build_problem(
     return Problem(
         resources=names,
         implicit=implicit,
-        exact=_exact_columns(R, type_cap, node_total, node_free, shape_qty),
+        exact=_exact_columns(R, type_cap, node_total, node_free, table.qty),
         label_keys=lvocab.names,
         label_values=values.names,
         gpu_col=vocab.get(GPU),
@@ -377,10 +382,19 @@ def build_problem(
         node_has_ray=node_has_ray,
         node_outdated=np.asarray(outdated, dtype=bool),
         node_launch_hash=tuple(node_hash),
-        shape_qty=shape_qty,
-        shape_present=shape_present,
+        shape_qty=table.qty[:S],
+        shape_present=table.present[:S],
         shape_count=shape_count,
-        shape_sum=shape_sum,
+        shape_sum=table.sum[:S],
+        req=table,
+        con_req=np.arange(S, S + C, dtype=IDX),
+        con_count=con_count,
+        has_constraint=constraint is not None,
+        gang_ptr=gang_ptr,
+        gang_req=np.arange(S + C, S + C + len(gang_specs), dtype=IDX),
+        gang_key=gang_key,
+        gang_names=tuple(g.name for g in gangs),
+        pending_idle_timeout_s=_timeout(pending_idle_timeout_s, "pending_idle_timeout_s"),
         max_num_nodes=mnn,
         idle_timeout_s=_timeout(idle_timeout_s, "idle_timeout_s"),
         disable_launch_config_check=bool(disable_launch_config_check),

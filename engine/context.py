@@ -1,57 +1,82 @@
 """The mutable state of one tick: scheduling-node slots as arrays, and their order.
 
 Ray keeps a list of node objects and deep-copies it in every phase. Here each
-node is a slot (a row in every array); a phase rewrites ``order`` (the list
+node is a slot (a row in every array); a phase rewrites ``nodes`` (the list
 Ray would hold, as slot ids) and edits rows in place. Slots < N are the
 Problem's nodes; later slots are nodes the tick adds (min workers, launches)
-or trial templates that were never chosen (not in ``order``).
+or trial templates that were never chosen (not in ``nodes``).
+
+Two request sources keep separate availability and placement records, as in
+Ray: source 0 is pending demand (starts from the node's free resources),
+source 1 the ``request_resources()`` constraint (starts from its totals).
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
-from .dtypes import CNT, IDX, QTY, Kind, Sched, Status
+from .dtypes import CNT, IDX, QTY, Cause, Kind, Sched, Status
 from .problem import Problem
 
-_ROWS = ("total", "order", "free", "present", "placed_res", "label")
-_VECS = ("type", "status", "kind", "idle", "has_ray", "prio", "rec", "avail", "sched",
-         "cause", "cause_value", "placed_any", "placed_gpu", "cplaced_any")
+DEMAND, CONSTRAINT = 0, 1
+_SRC = ("free", "present", "placed_res", "placed_gpu", "placed_any", "hist", "nhist")
+_PREFIX = ("", "c")
+_FILL = {"order": -1, "label": -1, "hist": -1, "chist": -1, "status": Status.NONE,
+         "kind": Kind.WORKER, "rec": 1.0, "avail": 1.0}
 
 
 class Context:
     def __init__(self, p: Problem):
         self.p = p
         N, R, L = p.N, p.R, len(p.label_keys)
+        H = max(1, int((np.diff(p.req.sel_ptr) > 0).sum()))
         cap = max(16, 2 * N)
         self.M = N
-        self.total = np.zeros((cap, R), QTY); self.total[:N] = p.node_total
+        z = np.zeros
+        self.total = z((cap, R), QTY); self.total[:N] = p.node_total
         self.order = np.full((cap, R), -1, IDX); self.order[:N] = p.node_order
-        self.free = np.zeros((cap, R), QTY); self.free[:N] = p.node_free
-        self.present = np.zeros((cap, R), bool); self.present[:N] = p.node_free_present
-        self.placed_res = np.zeros((cap, R), bool)
         self.label = np.full((cap, L), -1, IDX); self.label[:N] = p.node_label
-        self.type = np.zeros(cap, IDX); self.type[:N] = p.node_type
+        self.type = z(cap, IDX); self.type[:N] = p.node_type
         self.status = np.full(cap, Status.NONE, np.int8); self.status[:N] = p.node_status
         self.kind = np.full(cap, Kind.WORKER, np.int8); self.kind[:N] = p.node_kind
-        self.idle = np.zeros(cap, CNT); self.idle[:N] = p.node_idle_ms
-        self.has_ray = np.zeros(cap, bool); self.has_ray[:N] = p.node_has_ray
+        self.idle = z(cap, CNT); self.idle[:N] = p.node_idle_ms
+        self.has_ray = z(cap, bool); self.has_ray[:N] = p.node_has_ray
         # Tie-breakers of the pick key come from the type; unknown types get Ray's defaults.
-        self.prio = np.zeros(cap, CNT)
-        self.rec = np.ones(cap, QTY)
-        self.avail = np.ones(cap, QTY)
         t = p.node_type
-        self.prio[:N] = np.where(p.type_configured[t], p.type_priority[t], 0)
-        self.rec[:N] = p.type_recoverable[t]
-        self.avail[:N] = p.type_availability[t]
+        self.prio = z(cap, CNT); self.prio[:N] = np.where(p.type_configured[t], p.type_priority[t], 0)
+        self.rec = np.ones(cap, QTY); self.rec[:N] = p.type_recoverable[t]
+        self.avail = np.ones(cap, QTY); self.avail[:N] = p.type_availability[t]
         self.sched = np.full(cap, Sched.SCHEDULABLE, np.int8)
-        self.cause = np.zeros(cap, np.int8)
-        self.cause_value = np.zeros(cap, CNT)
+        self.cause = z(cap, np.int8)
+        self.cause_value = z(cap, CNT)
         self.sched[:N][p.node_outdated] = Sched.TO_TERMINATE
-        self.cause[:N][p.node_outdated] = 4   # Cause.OUTDATED, set when the node was built
-        self.placed_any = np.zeros(cap, bool)
-        self.placed_gpu = np.zeros(cap, bool)
-        self.cplaced_any = np.zeros(cap, bool)
+        self.cause[:N][p.node_outdated] = Cause.OUTDATED
+        for pre in _PREFIX:
+            setattr(self, pre + "free", z((cap, R), QTY))
+            setattr(self, pre + "present", z((cap, R), bool))
+            setattr(self, pre + "placed_res", z((cap, R), bool))
+            setattr(self, pre + "placed_gpu", z(cap, bool))
+            setattr(self, pre + "placed_any", z(cap, bool))
+            setattr(self, pre + "hist", np.full((cap, H), -1, IDX))
+            setattr(self, pre + "nhist", z(cap, np.int64))
+        self.free[:N] = p.node_free
+        self.present[:N] = p.node_free_present
+        # The constraint source sees every node as empty: availability = totals.
+        tot_present = _order_mask(p.node_order, R)
+        self.cfree[:N] = np.where(tot_present, p.node_total, 0.0)
+        self.cfree[:N][:, p.implicit] = np.where(tot_present[:, p.implicit],
+                                                 self.cfree[:N][:, p.implicit], 1.0)
+        self.cpresent[:N] = tot_present
         self.nodes = np.arange(N, dtype=IDX)   # Ray's node list, as slot ids
+
+    def src(self, s: int) -> SimpleNamespace:
+        """The availability and placement arrays of one request source."""
+        pre = _PREFIX[s]
+        return SimpleNamespace(**{k: getattr(self, pre + k) for k in _SRC})
+
+    def _arrays(self):
+        return [k for k, v in vars(self).items() if isinstance(v, np.ndarray) and k != "nodes"]
 
     # ---- slots -----------------------------------------------------------------------
     def _grow(self, need: int) -> None:
@@ -59,48 +84,51 @@ class Context:
         if need <= cap:
             return
         new = max(need, 2 * cap)
-        for name in _ROWS + _VECS:
+        for name in self._arrays():
             a = getattr(self, name)
             b = np.empty((new,) + a.shape[1:], a.dtype)
             b[:cap] = a
-            fill = {"order": -1, "label": -1, "status": Status.NONE, "kind": Kind.WORKER,
-                    "rec": 1.0, "avail": 1.0}.get(name, 0)
-            b[cap:] = fill
+            b[cap:] = _FILL.get(name, 0)
             setattr(self, name, b)
 
-    def new_slots(self, t: int, k: int, sched: int = Sched.TO_LAUNCH) -> np.ndarray:
-        """k fresh nodes of configured type t, built from its config (kind WORKER)."""
+    def new_slots(self, t: int, k: int, sched: int = Sched.TO_LAUNCH,
+                  cap_row=None) -> np.ndarray:
+        """k fresh nodes of configured type t, built from its config (kind WORKER).
+        ``cap_row``: totals to use instead of the config's (IPPR-raised templates)."""
         p = self.p
         m0 = self.M
         self._grow(m0 + k)
         sl = slice(m0, m0 + k)
-        self.total[sl] = p.type_cap[t]
-        self.order[sl] = p.type_order[t]
-        self.free[sl] = p.type_cap[t]
-        self.present[sl] = False
-        cols = p.type_order[t][p.type_order[t] >= 0]
-        for m in range(m0, m0 + k):
-            self.present[m, cols] = True
-        self.free[sl][:, p.implicit] = np.where(self.present[sl][:, p.implicit],
-                                                 self.free[sl][:, p.implicit], 1.0)
-        self.placed_res[sl] = False
+        for name in self._arrays():
+            getattr(self, name)[sl] = _FILL.get(name, 0)
+        total = p.type_cap[t] if cap_row is None else cap_row[0]
+        order = p.type_order[t] if cap_row is None else cap_row[1]
+        present = _order_mask(order[None], p.R)[0]
+        free = np.where(present, total, np.where(p.implicit, 1.0, 0.0))
+        self.total[sl] = total
+        self.order[sl] = order
+        for pre in _PREFIX:
+            getattr(self, pre + "free")[sl] = free
+            getattr(self, pre + "present")[sl] = present
         self.label[sl] = p.type_label[t]
         self.type[sl] = t
-        self.status[sl] = Status.NONE
-        self.kind[sl] = Kind.WORKER
-        self.idle[sl] = 0
-        self.has_ray[sl] = False
         self.prio[sl] = p.type_priority[t]
         self.rec[sl] = p.type_recoverable[t]
         self.avail[sl] = p.type_availability[t]
         self.sched[sl] = sched
-        self.cause[sl] = 0
-        self.cause_value[sl] = 0
-        self.placed_any[sl] = False
-        self.placed_gpu[sl] = False
-        self.cplaced_any[sl] = False
         self.M = m0 + k
         return np.arange(m0, m0 + k, dtype=IDX)
+
+    # ---- transactions (a gang or a constraint is all or nothing) ------------------------
+    def snapshot(self):
+        M = self.M
+        return M, self.nodes.copy(), {k: getattr(self, k)[:M].copy() for k in self._arrays()}
+
+    def restore(self, snap) -> None:
+        M, nodes, rows = snap
+        for k, v in rows.items():
+            getattr(self, k)[:M] = v
+        self.M, self.nodes = M, nodes
 
     # ---- views -----------------------------------------------------------------------
     def live(self) -> np.ndarray:
@@ -122,3 +150,11 @@ class Context:
         self.sched[m] = Sched.TO_TERMINATE
         self.cause[m] = cause
         self.cause_value[m] = value
+
+
+def _order_mask(order: np.ndarray, R: int) -> np.ndarray:
+    """(n, R) bool: columns listed in each order row."""
+    mask = np.zeros((order.shape[0], R), bool)
+    rows, cols = np.nonzero(order >= 0)
+    mask[rows, order[rows, cols]] = True
+    return mask

@@ -4,10 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from .context import Context
-from .problem import Problem
 
 
-def request_key(p: Problem, s: int) -> tuple:
+def request_key(rq, resources, q: int) -> tuple:
     """Ray's request sort key (§4.1), used descending.
 
     Most placement constraints first, then most label constraints in the first
@@ -16,16 +15,29 @@ def request_key(p: Problem, s: int) -> tuple:
     (name, value) pairs sorted by name - Ray's legacy bin-packing order, kept
     because ties decide which node a request lands on.
     """
-    present = np.flatnonzero(p.shape_present[s])
-    items = sorted((p.resources[r], float(p.shape_qty[s, r])) for r in present)
-    return (0, 0, len(present), float(p.shape_sum[s]), items)
+    t = rq.table
+    present = np.flatnonzero(t.present[q])
+    items = sorted((resources[r], float(t.qty[q, r])) for r in present)
+    return (int(t.n_pc[q]), t.n_first_selector(q), len(present), float(t.sum[q]), items)
 
 
-def request_order(p: Problem, runs) -> list[int]:
-    """Runs in Ray's packing order: stable descending sort, so equal keys keep
-    input order (Ray sorts the count-expanded list; a run stays contiguous)."""
-    keys = {s: request_key(p, s) for s in runs}
-    return sorted(runs, key=keys.__getitem__, reverse=True)
+def request_order(rq, resources, runs: list) -> list:
+    """Runs (request row, count) in Ray's packing order: a stable descending
+    sort, so equal keys keep input order (Ray sorts the count-expanded list, in
+    which a run stays contiguous)."""
+    keys = {}
+    for run in runs:
+        q = run[0]
+        if q not in keys:
+            keys[q] = request_key(rq, resources, q)
+    return sorted(runs, key=lambda run: keys[run[0]], reverse=True)
+
+
+def gang_order(gang_key: np.ndarray) -> list[int]:
+    """Gangs by (placement constraints over their legacy requests, number of
+    those requests), descending and stable: STRICT_* groups and larger groups
+    first, which is Ray's order (§3.7)."""
+    return sorted(range(gang_key.shape[0]), key=lambda g: tuple(gang_key[g]), reverse=True)
 
 
 def victim_order(ctx: Context, slots: np.ndarray, util: np.ndarray) -> np.ndarray:
@@ -34,3 +46,6 @@ def victim_order(ctx: Context, slots: np.ndarray, util: np.ndarray) -> np.ndarra
     first (cheapest to drop), then the longest idle, then the least used."""
     keys = (util[slots], -ctx.idle[slots], ctx.has_ray[slots].astype(np.int8))
     return slots[np.lexsort(keys)]
+
+
+PENDING_RANK = {1: 0, 3: 1, 4: 2}   # QUEUED < ALLOCATED < RAY_INSTALLING (§5.1)

@@ -6,11 +6,12 @@ import math
 
 import numpy as np
 
-from .context import Context
+from .context import CONSTRAINT, DEMAND, Context
 from .dtypes import CNT, IDX, Cause, Kind, Sched, Status, Why
 from .kernels.pack import _best_node, _commit
 from .kernels.score import _victim_util
-from .order import request_order, victim_order
+from .order import PENDING_RANK, gang_order, request_order, victim_order
+from .requests_view import Requests
 
 
 # ---- §3.1 outdated nodes ----------------------------------------------------------------
@@ -101,37 +102,22 @@ def enforce_max_global(ctx: Context) -> None:
 
 
 # ---- §4 the core packing routine ------------------------------------------------------
-class Shapes:
-    """Kernel-ready views of the request runs (one shape row per run)."""
-
-    def __init__(self, p):
-        S, R = p.shape_qty.shape
-        pos = p.shape_qty > 0
-        self.qty = p.shape_qty
-        self.ncols = pos.sum(axis=1).astype(IDX)
-        self.cols = np.full((S, max(R, 1)), -1, IDX)
-        for s in range(S):
-            c = np.flatnonzero(pos[s])
-            self.cols[s, : c.size] = c
-        g = p.gpu_col
-        self.gpu_key = p.shape_present[:, g].copy() if g >= 0 else np.zeros(S, bool)
-
-
-def _classes(ctx: Context, cands: np.ndarray) -> tuple[np.ndarray, int]:
+def _classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int]:
     """Ray's NodeStateCache: non-running candidates with equal (type, kind, totals,
-    availability, labels) are tried once per call; running nodes always apart."""
+    availability for this source, labels) are tried once per call; running
+    nodes always apart."""
     cls = np.full(ctx.M, -1, IDX)
     pend = cands[ctx.status[cands] != Status.RAY_RUNNING]
     if pend.size == 0:
         return cls, 0
-    tp = np.zeros_like(ctx.present[pend])
-    rows = np.arange(pend.size)[:, None]
+    tp = np.zeros((pend.size, ctx.p.R), bool)
     o = ctx.order[pend]
-    tp[np.broadcast_to(rows, o.shape)[o >= 0], o[o >= 0]] = True
-    fp = ctx.present[pend]
+    rows = np.broadcast_to(np.arange(pend.size)[:, None], o.shape)
+    tp[rows[o >= 0], o[o >= 0]] = True
+    fp = sa.present[pend]
     key = np.hstack([
         ctx.type[pend, None].astype(float), ctx.kind[pend, None].astype(float),
-        np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, ctx.free[pend], 0.0), fp,
+        np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp,
         ctx.label[pend].astype(float)])
     _, inv = np.unique(key, axis=0, return_inverse=True)
     cls[pend] = inv.reshape(-1)
@@ -139,58 +125,59 @@ def _classes(ctx: Context, cands: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 class Packer:
-    """Runs one `_try_schedule` call of Ray over the context (demand source)."""
+    """One `_try_schedule` call of Ray over the context, for one request source."""
 
-    def __init__(self, ctx: Context, shapes: Shapes):
-        self.ctx, self.sh = ctx, shapes
-        self.placements: list[tuple[int, int, int]] = []
+    def __init__(self, ctx: Context, rq: Requests, source: int):
+        self.ctx, self.rq, self.source = ctx, rq, source
+        self.placements: list[tuple[int, int, int]] = []   # (slot, run index, units)
 
-    def _pick(self, cands, runs, left, cls, ncls):
-        c, sh = self.ctx, self.sh
-        taken = np.zeros(len(runs), np.int64)
-        lscore = np.zeros(c.M, np.int64)
-        best = _best_node(cands, cls, ncls, c.total, c.order, c.free, c.present,
-                          c.placed_res, c.placed_gpu, lscore, c.rec, c.prio, c.avail,
-                          c.p.implicit, c.p.exact, runs, left, sh.qty, sh.cols, sh.ncols,
-                          sh.gpu_key, c.p.gpu_col, c.p.conserve_gpu, taken)
+    def _pick(self, cands, run_req, left, cls, ncls):
+        c, p = self.ctx, self.ctx.p
+        sa = c.src(self.source)
+        taken = np.zeros(len(run_req), np.int64)
+        best = _best_node(cands, cls, ncls, c.total, c.order, sa.free, sa.present,
+                          sa.placed_res, sa.placed_gpu, c.label, sa.hist, sa.nhist,
+                          c.rec, c.prio, c.avail, p.implicit, p.exact, run_req, left,
+                          self.rq.kernel, p.gpu_col, p.conserve_gpu, taken)
         if best < 0:
             return -1, taken
         m = int(cands[best])
-        _commit(m, c.free, c.present, c.placed_res, c.placed_gpu, c.placed_any,
-                c.p.implicit, c.p.exact, runs, taken, sh.qty, sh.cols, sh.ncols, sh.gpu_key)
-        for k in np.flatnonzero(taken):
-            self.placements.append((m, int(runs[k]), int(taken[k])))
+        check = np.zeros(len(run_req), np.int64)
+        _commit(m, sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any, c.label,
+                sa.hist, sa.nhist, p.implicit, p.exact, run_req, left, self.rq.kernel, check)
         return best, taken
 
-    def run(self, runs: np.ndarray, left: np.ndarray):
-        """Pack runs (in Ray order) with counts left; returns the counts still left."""
-        c, sh, p = self.ctx, self.sh, self.ctx.p
-        live = left > 0
-        runs, left = runs[live].astype(IDX), left[live].astype(CNT)
-        out_left = dict(zip(runs.tolist(), left.tolist()))
+    def run(self, run_req: np.ndarray, run_cnt: np.ndarray):
+        """Pack runs (request rows in Ray order, with counts). Returns the units
+        left per run; the context's node list is rewritten as Ray's is."""
+        c, p, rq = self.ctx, self.ctx.p, self.rq
+        idx = np.arange(len(run_req))
+        live = run_cnt > 0
+        idx, runs, left = idx[live], run_req[live].astype(IDX), run_cnt[live].astype(CNT)
+        out_left = run_cnt.astype(CNT).copy()
+        sa = c.src(self.source)
         # §4.2 pre-filter: running nodes that cannot fit any shape wait at the end.
         nodes = c.nodes
-        free_eff = c.free[nodes]
         fits_any = np.zeros(len(nodes), bool)
-        for s in np.unique(runs):
-            cols = sh.cols[s, : sh.ncols[s]]
-            fits_any |= np.all(free_eff[:, cols] >= sh.qty[s, cols], axis=1)
-        exhausted = (c.status[nodes] == Status.RAY_RUNNING) & ~fits_any
-        if len(runs) == 0:
-            exhausted[:] = False
+        for q in np.unique(runs):
+            cols = rq.cols[q, : rq.ncols[q]]
+            fits_any |= np.all(sa.free[nodes][:, cols] >= rq.table.qty[q, cols], axis=1)
+        exhausted = (c.status[nodes] == Status.RAY_RUNNING) & ~fits_any & (len(runs) > 0)
         cands = nodes[~exhausted]
         target = []
         # §4.3 existing nodes first.
-        cls, ncls = _classes(c, cands)
+        cls, ncls = _classes(c, cands, sa)
         while len(runs) and len(cands):
             best, taken = self._pick(cands, runs, left, cls, ncls)
             if best < 0:
                 break
-            target.append(int(cands[best]))
+            m = int(cands[best])
+            target.append(m)
+            self._record(m, idx, taken)
             cands = np.delete(cands, best)
             left = left - taken
             keep = left > 0
-            runs, left = runs[keep], left[keep]
+            idx, runs, left = idx[keep], runs[keep], left[keep]
         nodes_after = np.concatenate([np.asarray(target, IDX), cands, nodes[exhausted]])
         # §4.5 new nodes, one template per type with room, in config order.
         avail = c.type_available()
@@ -198,34 +185,61 @@ class Packer:
         if len(runs):
             tmpl = [int(c.new_slots(t, 1)[0]) for t in range(p.T) if avail[t] > 0]
             cap = p.max_num_nodes
-            cls_t = np.full(c.M, -1, IDX)
             while len(runs) and tmpl:
                 if cap >= 0 and len(nodes_after) + len(launched) >= cap:
                     break
-                if cls_t.shape[0] < c.M:
-                    cls_t = np.full(c.M, -1, IDX)
-                best, taken = self._pick(np.asarray(tmpl, IDX), runs, left, cls_t, 0)
+                best, taken = self._pick(np.asarray(tmpl, IDX), runs, left,
+                                         np.full(c.M, -1, IDX), 0)
                 if best < 0:
                     break
                 m = tmpl.pop(best)
                 launched.append(m)
+                self._record(m, idx, taken)
                 t = int(c.type[m])
                 avail[t] -= 1
                 if avail[t] > 0:
                     tmpl.append(int(c.new_slots(t, 1)[0]))
                 left = left - taken
                 keep = left > 0
-                runs, left = runs[keep], left[keep]
+                idx, runs, left = idx[keep], runs[keep], left[keep]
         c.nodes = np.concatenate([nodes_after, np.asarray(launched, IDX)]).astype(IDX)
-        rest = dict(zip(runs.tolist(), left.tolist()))
-        return {s: rest.get(s, 0) for s in out_left}, avail, len(c.nodes)
+        out_left[:] = 0
+        out_left[idx] = left
+        self.types_left, self.n_nodes = avail, len(c.nodes)
+        return out_left
+
+    def _record(self, m, idx, taken):
+        for k in np.flatnonzero(taken):
+            self.placements.append((m, int(idx[k]), int(taken[k])))
 
 
-def _why(ctx: Context, s: int, avail: np.ndarray, n_nodes: int) -> int:
+def _sorted_runs(rq: Requests, p, runs: list) -> tuple[np.ndarray, np.ndarray, list]:
+    """Ray's order for (row, count) runs; returns rows, counts and the permutation."""
+    perm = request_order(rq, p.resources, [(q, n, i) for i, (q, n) in enumerate(runs)])
+    return (np.asarray([r[0] for r in perm], IDX), np.asarray([r[1] for r in perm], CNT),
+            [r[2] for r in perm])
+
+
+def _merged_runs(rq: Requests, p, rows: list) -> tuple[np.ndarray, np.ndarray]:
+    """Ray's order for count-1 requests, identical neighbours merged into one run."""
+    q_sorted, _, _ = _sorted_runs(rq, p, [(q, 1) for q in rows])
+    out_q, out_n = [], []
+    Q0, ident = p.req.Q, p.req.ident
+    for q in q_sorted.tolist():
+        prev = out_q[-1] if out_q else -1
+        same = prev == q or (prev >= 0 and q < Q0 and prev < Q0 and ident[q] == ident[prev])
+        if same:
+            out_n[-1] += 1
+        else:
+            out_q.append(q)
+            out_n.append(1)
+    return np.asarray(out_q, IDX), np.asarray(out_n, CNT)
+
+
+def _why(ctx: Context, rq: Requests, q: int, n_nodes: int) -> int:
     p = ctx.p
-    cols = np.flatnonzero(p.shape_qty[s] > 0)
-    cap = np.where(p.implicit & (p.type_cap == 0), 1.0, p.type_cap)
-    fits = p.type_configured & np.all(cap[:, cols] >= p.shape_qty[s, cols], axis=1)
+    cols = np.flatnonzero(rq.table.qty[q] > 0)
+    fits = p.type_configured & np.all(p.type_free[:, cols] >= rq.table.qty[q, cols], axis=1)
     if not fits.any():
         return Why.NO_NODE_TYPE_FITS
     if p.max_num_nodes >= 0 and n_nodes >= p.max_num_nodes:
@@ -233,25 +247,93 @@ def _why(ctx: Context, s: int, avail: np.ndarray, n_nodes: int) -> int:
     return Why.MAX_WORKERS
 
 
+# ---- §3.6 the request_resources() constraint ------------------------------------------
+def enforce_constraint(ctx: Context, rq: Requests) -> bool:
+    """All or nothing against the constraint availability; True if infeasible."""
+    p = ctx.p
+    if not p.has_constraint:
+        return False
+    runs, cnts, _ = _sorted_runs(rq, p, list(zip(p.con_req.tolist(), p.con_count.tolist())))
+    snap = ctx.snapshot()
+    left = Packer(ctx, rq, CONSTRAINT).run(runs, cnts)
+    if left.sum() > 0:
+        ctx.restore(snap)
+        return True
+    return False
+
+
+# ---- §3.7 gangs (placement groups) -----------------------------------------------------
+def sched_gangs(ctx: Context, rq: Requests) -> np.ndarray:
+    """Each gang all or nothing, in Ray's order; returns (G,) bool infeasible and
+    the processing order."""
+    p = ctx.p
+    bad = np.zeros(p.G, bool)
+    order = gang_order(p.gang_key)
+    for g in order:
+        runs, cnts = _merged_runs(rq, p, rq.gang_requests(g))
+        snap = ctx.snapshot()
+        left = Packer(ctx, rq, DEMAND).run(runs, cnts)
+        if left.sum() > 0:
+            ctx.restore(snap)
+            bad[g] = True
+    return bad, order
+
+
 # ---- §3.8 plain resource requests -----------------------------------------------------
-def sched_requests(ctx: Context, shapes: Shapes):
+def sched_requests(ctx: Context, rq: Requests):
     """Pack every request run; returns (run order, units left per run, reasons, placements)."""
     p = ctx.p
-    order = request_order(p, [s for s in range(p.S) if p.shape_count[s] > 0])
-    packer = Packer(ctx, shapes)
-    left, avail, n_nodes = packer.run(np.asarray(order, IDX), p.shape_count[order])
+    runs, cnts, perm = _sorted_runs(rq, p, [(s, int(p.shape_count[s])) for s in range(p.S)])
+    packer = Packer(ctx, rq, DEMAND)
+    left_sorted = packer.run(runs, cnts)
     infeasible = np.zeros(p.S, CNT)
     why = np.zeros(p.S, np.int8)
-    for s, k in left.items():
-        if k > 0:
-            infeasible[s] = k
-            why[s] = _why(ctx, s, avail, n_nodes)
-    full_order = order + [s for s in range(p.S) if p.shape_count[s] <= 0]
-    return np.asarray(full_order, IDX), infeasible, why, packer.placements
+    for k, s in enumerate(perm):
+        if left_sorted[k] > 0:
+            infeasible[s] = left_sorted[k]
+            why[s] = _why(ctx, rq, s, packer.n_nodes)
+    placements = [(m, perm[k], n) for m, k, n in packer.placements]
+    return np.asarray(perm, IDX), infeasible, why, placements
+
+
+# ---- §5.1 pending-node idle tracking -----------------------------------------------------
+def pending_idle(ctx: Context, since: dict, now_s: float) -> dict:
+    """Give unneeded pending nodes idle durations from per-type timestamps;
+    returns the new timestamps (Ray keeps them on the scheduler object)."""
+    p = ctx.p
+    by_type: dict[int, list[int]] = {}
+    for m in ctx.nodes.tolist():
+        if (ctx.sched[m] != Sched.SCHEDULABLE or ctx.kind[m] == Kind.HEAD
+                or int(ctx.status[m]) not in Status.PENDING_TERMINABLE
+                or ctx.placed_any[m] or ctx.cplaced_any[m]):
+            continue
+        by_type.setdefault(int(ctx.type[m]), []).append(m)
+    out = {}
+    for t, ms in by_type.items():
+        name = p.type_names[t]
+        stamps = list(since.get(name, []))[: len(ms)]
+        stamps += [now_s] * (len(ms) - len(stamps))
+        out[name] = stamps
+        # The longest durations go to the least advanced nodes (cheapest to drop).
+        ms = sorted(ms, key=lambda m: PENDING_RANK[int(ctx.status[m])])
+        for m, ts in zip(ms, stamps):
+            ctx.idle[m] = int((now_s - ts) * 1000)
+    return out
+
+
+def release_pending_idle(ctx: Context, since: dict) -> None:
+    """Idle-terminated pending nodes give back the oldest timestamp of their type."""
+    p = ctx.p
+    for m in ctx.nodes.tolist():
+        if (ctx.sched[m] == Sched.TO_TERMINATE and ctx.cause[m] == Cause.IDLE
+                and int(ctx.status[m]) in Status.PENDING_TERMINABLE):
+            stamps = since.get(p.type_names[int(ctx.type[m])])
+            if stamps:
+                stamps.pop(0)
 
 
 # ---- §5.2 idle termination --------------------------------------------------------------
-def idle_termination(ctx: Context, pending_idle_timeout_s: float = math.nan) -> None:
+def idle_termination(ctx: Context) -> None:
     p = ctx.p
     count = ctx.type_counts()
     gone = np.zeros(p.T, CNT)
@@ -264,7 +346,7 @@ def idle_termination(ctx: Context, pending_idle_timeout_s: float = math.nan) -> 
             continue
         t = int(ctx.type[m])
         if int(ctx.status[m]) in Status.PENDING_TERMINABLE:
-            timeout = pending_idle_timeout_s
+            timeout = p.pending_idle_timeout_s
         else:
             timeout = p.idle_timeout_s
             if p.type_configured[t] and not math.isnan(p.type_idle_timeout_s[t]):

@@ -33,6 +33,10 @@ class Plan:
     new_type: np.ndarray                # (J,) i4 type of new node slot n_nodes + j
 
     cluster_resources: np.ndarray       # (R,) f8 totals over nodes not being terminated
+    constraint_infeasible: bool = False  # the request_resources() constraint cannot be met
+    gang_infeasible: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # (G,)
+    gang_order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))   # (G,)
+    pending_since: dict = field(default_factory=dict)   # type -> timestamps (§5.1)
     stats: dict = field(default_factory=dict)
 
     # ---- convenience views (not used on the hot path) -----------------------------

@@ -10,8 +10,12 @@ r resource column, l label key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .requests import RequestTable
 
 
 class ProblemError(ValueError):
@@ -70,6 +74,16 @@ class Problem:
     shape_present: np.ndarray           # (S, R) bool: key present in the bundle (zero entries too)
     shape_count: np.ndarray             # (S,) i8
     shape_sum: np.ndarray               # (S,) f8 sum of the bundle values in the bundle's own order
+    # every request of the tick (plain runs are rows [0, S)), see engine.requests
+    req: "RequestTable"
+    con_req: np.ndarray                 # (C,) i4 rows of the request_resources() constraint
+    con_count: np.ndarray               # (C,) i8
+    has_constraint: bool
+    gang_ptr: np.ndarray                # (G+1,) i4 gang -> its bundles in gang_req
+    gang_req: np.ndarray                # (B,) i4 rows of the gang bundles
+    gang_key: np.ndarray                # (G, 2) i8 Ray's gang sort key
+    gang_names: tuple[str, ...]
+    pending_idle_timeout_s: float       # NaN = pending nodes are not idle-terminated
 
     # --- tick-wide settings ------------------------------------------------------------
     max_num_nodes: int                  # -1 = no cap (Ray's None)
@@ -94,6 +108,10 @@ class Problem:
     @property
     def S(self) -> int:
         return int(self.shape_count.shape[0])
+
+    @property
+    def G(self) -> int:
+        return int(self.gang_key.shape[0])
 
     def col(self, name: str) -> int:
         try:

@@ -1,14 +1,17 @@
 """One tick: Problem in, Plan out (the phases of RAY_V2_SEMANTICS.md §3 in order)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from .context import Context
 from .dtypes import CNT, IDX, QTY, Sched, Status
-from .phases import (Shapes, enforce_max_global, enforce_max_per_type, enforce_min_workers,
-                     idle_termination, sched_requests, terminate_outdated)
+from .phases import (enforce_constraint, enforce_max_global, enforce_max_per_type,
+                     enforce_min_workers, idle_termination, pending_idle, release_pending_idle,
+                     sched_gangs, sched_requests, terminate_outdated)
+from .requests_view import Requests
 from .plan import Plan
 from .problem import Problem
 
@@ -16,24 +19,37 @@ MODES = ("ray-compat",)
 
 
 def schedule(problem: Problem, *, mode: str = "ray-compat",
-             pending_idle_timeout_s: float | None = None) -> Plan:
+             pending_since: dict | None = None, now_s: float = 0.0) -> Plan:
     """Decide launches, terminations and infeasible demand for one tick.
 
     ``mode`` "ray-compat" reproduces Ray 2.60's ResourceDemandScheduler decision
     for decision (with the crash-class quirks fixed, see docs/SEMANTICS.md).
+    ``pending_since`` / ``now_s``: the per-type timestamps of unneeded pending
+    nodes from the previous tick and the current monotonic time (§5.1); the new
+    timestamps come back in ``plan.pending_since``. The input is not modified.
     """
     if mode not in MODES:
         raise ValueError(f"mode: unknown scheduling mode {mode!r}; available: {MODES}")
     ctx = Context(problem)
+    rq = Requests(problem)
     terminate_outdated(ctx)
     enforce_min_workers(ctx)
     enforce_max_per_type(ctx)
     enforce_max_global(ctx)
-    shapes = Shapes(problem)
-    run_order, infeasible, why, placements = sched_requests(ctx, shapes)
-    pit = math.nan if pending_idle_timeout_s is None else float(pending_idle_timeout_s)
-    idle_termination(ctx, pit)
-    return _assemble(ctx, run_order, infeasible, why, placements)
+    constraint_bad = enforce_constraint(ctx, rq)
+    gang_bad, gang_order = sched_gangs(ctx, rq)
+    run_order, infeasible, why, placements = sched_requests(ctx, rq)
+    since = {}
+    tracking = not math.isnan(problem.pending_idle_timeout_s)
+    if tracking:
+        since = pending_idle(ctx, {k: list(v) for k, v in (pending_since or {}).items()}, now_s)
+    idle_termination(ctx)
+    if tracking:
+        release_pending_idle(ctx, since)
+    plan = _assemble(ctx, run_order, infeasible, why, placements)
+    return dataclasses.replace(plan, constraint_infeasible=constraint_bad,
+                               gang_infeasible=gang_bad,
+                               gang_order=np.asarray(gang_order, IDX), pending_since=since)
 
 
 def _assemble(ctx: Context, run_order, infeasible, why, placements) -> Plan:

@@ -16,18 +16,19 @@ class Vocab:
     across ticks and only append to it.
     """
 
-    __slots__ = ("_ids", "_names")
+    __slots__ = ("_ids", "_names", "_allow_empty")
 
-    def __init__(self, names: Iterable[str] = ()):
+    def __init__(self, names: Iterable[str] = (), allow_empty: bool = False):
         self._ids: dict[str, int] = {}
         self._names: list[str] = []
+        self._allow_empty = allow_empty
         for n in names:
             self.add(n)
 
     def add(self, name: str) -> int:
         i = self._ids.get(name)
         if i is None:
-            if not isinstance(name, str) or not name:
+            if not isinstance(name, str) or not (name or self._allow_empty):
                 raise ValueError(f"a resource or label name must be a non-empty string, got {name!r}")
             i = len(self._names)
             self._ids[name] = i

@@ -9,7 +9,12 @@ import numpy as np
 from ray.autoscaler.v2.instance_manager.config import NodeTypeConfig
 from ray.autoscaler.v2.scheduler import SchedulingRequest
 from ray.autoscaler.v2.schema import AutoscalerInstance
-from ray.core.generated.autoscaler_pb2 import NodeState, ResourceRequest, ResourceRequestByCount
+from ray.core.generated.autoscaler_pb2 import (AffinityConstraint, AntiAffinityConstraint,
+                                               BundleSelector, ClusterResourceConstraint,
+                                               GangResourceRequest, NodeState,
+                                               PlacementConstraint, ResourceRequest,
+                                               ResourceRequestByCount)
+from ray.core.generated.common_pb2 import LabelSelector, LabelSelectorConstraint
 from ray.core.generated.instance_manager_pb2 import Instance, NodeKind
 
 GIB = float(2 ** 30)
@@ -57,6 +62,59 @@ def _shape(rng, types) -> dict:
     return s
 
 
+ZONES = ["a", "b", "c"]
+STRATEGIES = ["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
+
+
+def _selector(rng) -> LabelSelector:
+    cons = []
+    for _ in range(int(rng.integers(1, 3))):
+        key = str(rng.choice(["zone", "market"]))
+        vals = list(rng.choice(ZONES if key == "zone" else ["spot", "on-demand"],
+                               size=int(rng.integers(1, 3)), replace=False))
+        op = 1 if rng.random() < 0.7 else 2
+        cons.append(LabelSelectorConstraint(label_key=key, operator=op,
+                                            label_values=[str(v) for v in vals]))
+    return LabelSelector(label_constraints=cons)
+
+
+def _with_selectors(rng, rr: ResourceRequest, p: float) -> ResourceRequest:
+    if rng.random() < p:
+        for _ in range(int(rng.integers(1, 3))):
+            rr.label_selectors.append(_selector(rng))
+    return rr
+
+
+def _gang(rng, type_res, g: int, hosted: dict) -> GangResourceRequest:
+    """A placement group encoded as the GCS encodes it (§3.7)."""
+    pg = f"{g:04x}" + "ab" * 6
+    strategy = STRATEGIES[int(rng.integers(4))]
+    label = "_PG_" + pg
+    nb = int(rng.integers(1, 6))
+    base = _shape(rng, type_res)
+    same = rng.random() < 0.6
+    gang = GangResourceRequest(details=f"{pg}:{strategy}:PENDING")
+    sel = BundleSelector()
+    use_sel = rng.random() < 0.2
+    for _ in range(nb):
+        bundle = dict(base) if same else _shape(rng, type_res)
+        pcs = []
+        if strategy == "STRICT_PACK":
+            pcs = [PlacementConstraint(affinity=AffinityConstraint(label_name=label, label_value=""))]
+        elif strategy == "STRICT_SPREAD":
+            pcs = [PlacementConstraint(anti_affinity=AntiAffinityConstraint(label_name=label,
+                                                                            label_value=""))]
+        gang.requests.append(ResourceRequest(resources_bundle=bundle, placement_constraints=pcs))
+        rr = ResourceRequest(resources_bundle=bundle, placement_constraints=pcs)
+        if use_sel:
+            rr.label_selectors.append(_selector(rng))
+        sel.resource_requests.append(rr)
+    gang.bundle_selectors.append(sel)
+    if strategy == "STRICT_SPREAD" and rng.random() < 0.3:
+        hosted[label] = ""        # a rescheduling group: some nodes already host it
+    return gang
+
+
 def _running(rng, name, res, head=False, i=0) -> AutoscalerInstance:
     total = dict(res)
     if rng.random() < 0.7:                 # raylets report these; tasks never use them
@@ -77,28 +135,41 @@ def _running(rng, name, res, head=False, i=0) -> AutoscalerInstance:
     idle = int(rng.choice([0, 0, 1000, 30_000, 90_000, 600_000]))
     ns = NodeState(node_id=bytes([i % 256, i // 256]), total_resources=total,
                    available_resources=avail, idle_duration_ms=idle)
+    if rng.random() < 0.4:
+        ns.labels["zone"] = str(rng.choice(ZONES))
     if rng.random() < 0.2:
-        ns.labels["zone"] = str(rng.choice(["a", "b"]))
+        ns.labels["market"] = str(rng.choice(["spot", "on-demand"]))
     im = Instance(instance_id=f"i-{i}", instance_type=name, status=Instance.RAY_RUNNING,
                   node_id=f"n{i:04x}", node_kind=NodeKind.HEAD if head else NodeKind.WORKER,
                   launch_config_hash=str(rng.choice(["h1", "h1", "h0"])))
     return AutoscalerInstance(im_instance=im, ray_node=ns, cloud_instance_id=f"c-{i}")
 
 
-def make_request(seed: int, *, max_nodes: int = 30) -> SchedulingRequest:
+def make_request(seed: int, *, max_nodes: int = 30, full: bool = True,
+                 pending_idle_timeout_s=None) -> SchedulingRequest:
+    """A random tick. ``full`` adds the features of the full-semantics issue:
+    label selectors and labels, placement groups, a request_resources()
+    constraint."""
     rng = np.random.default_rng(seed)
     n_types = int(rng.integers(1, 6))
+    n_nodes = int(rng.integers(0, max_nodes))
+    roomy = rng.random() < 0.5          # caps above the existing share: launches happen
     configs, type_res = {}, []
     check_on = rng.random() < 0.25
     for t in range(n_types):
         res = _type_resources(rng)
         name = f"t{t}"
-        mx = int(rng.integers(0, 8))
+        mx = int(rng.integers(0, 8)) + (n_nodes // n_types if roomy else 0)
         mn = int(rng.integers(0, min(mx, 2) + 1)) if rng.random() < 0.3 else 0
+        labels = {}
+        if full and rng.random() < 0.5:
+            labels["zone"] = str(rng.choice(ZONES))
+        if full and rng.random() < 0.2:
+            labels["market"] = "spot"
         configs[name] = NodeTypeConfig(
             name=name, min_worker_nodes=mn, max_worker_nodes=mx,
             idle_timeout_s=float(rng.choice([30, 120])) if rng.random() < 0.2 else None,
-            priority=int(rng.integers(-1, 2)), resources=res,
+            priority=int(rng.integers(-1, 2)), resources=res, labels=labels,
             launch_config_hash=("h1" if check_on and rng.random() < 0.5 else ""))
         type_res.append(res)
     head_res = {"CPU": 4.0, "memory": 8 * GIB}
@@ -106,7 +177,6 @@ def make_request(seed: int, *, max_nodes: int = 30) -> SchedulingRequest:
                                      resources=head_res)
     names = list(configs)
     insts = [_running(rng, "head", head_res, head=True, i=0)]
-    n_nodes = int(rng.integers(0, max_nodes))
     for i in range(1, n_nodes + 1):
         t = int(rng.integers(n_types))
         roll = rng.random()
@@ -131,7 +201,23 @@ def make_request(seed: int, *, max_nodes: int = 30) -> SchedulingRequest:
     reqs = []
     for _ in range(int(rng.integers(0, 9))):
         rr = ResourceRequest(resources_bundle=_shape(rng, type_res))
+        if full:
+            _with_selectors(rng, rr, 0.25)
         reqs.append(ResourceRequestByCount(request=rr, count=int(rng.integers(1, 25))))
+    gangs, constraints, hosted = [], [], {}
+    if full:
+        gangs = [_gang(rng, type_res, g, hosted) for g in range(int(rng.integers(0, 5)))]
+        if hosted:
+            running = [x for x in insts if x.ray_node is not None]
+            for x in running[: max(1, len(running) // 3)]:
+                for k, v in hosted.items():
+                    if rng.random() < 0.5:
+                        x.ray_node.dynamic_labels[k] = v
+        if rng.random() < 0.3:
+            cons = [ResourceRequestByCount(request=_with_selectors(
+                rng, ResourceRequest(resources_bundle=_shape(rng, type_res)), 0.2),
+                count=int(rng.integers(1, 6))) for _ in range(int(rng.integers(1, 4)))]
+            constraints = [ClusterResourceConstraint(resource_requests=cons)]
     avail = {n: float(rng.choice([0.0, 0.25, 0.5, 1.0])) for n in names if rng.random() < 0.2}
     recov = {n: float(rng.choice([0.0, 0.5, 1.0])) for n in names if rng.random() < 0.2}
     mnn = None if rng.random() < 0.7 else int(rng.integers(0, max_nodes + 5))
@@ -141,6 +227,9 @@ def make_request(seed: int, *, max_nodes: int = 30) -> SchedulingRequest:
         max_num_nodes=mnn,
         idle_timeout_s=None if rng.random() < 0.3 else 60.0,
         resource_requests=reqs,
+        gang_resource_requests=gangs,
+        cluster_resource_constraints=constraints,
+        pending_idle_timeout_s=pending_idle_timeout_s,
         current_instances=insts,
         cloud_resource_availabilities=avail,
         recoverable_resource_availabilities=recov,

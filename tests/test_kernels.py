@@ -101,11 +101,55 @@ def test_victim_util_matches_twin():
         twins.victim_util_ref(total, order, free, present)
 
 
+def _rand_requests(rng, grid, S, L, V):
+    """Random requests with selectors and anti-affinity, as twin dicts and as the
+    kernel's rq tuple."""
+    reqs, sel_lo, sel_hi, sel_con_ptr, con_key, con_op, con_val_ptr, con_vals = \
+        [], [], [], [0], [], [], [0], []
+    anti = np.full((S, 2), -1, np.int32)
+    for q in range(S):
+        qty = _rand_row(rng, grid) * (rng.random(R) < 0.5)
+        sels = []
+        if L and rng.random() < 0.4:
+            for _ in range(int(rng.integers(1, 3))):
+                sel = []
+                for _ in range(int(rng.integers(1, 3))):
+                    key = int(rng.integers(L))
+                    op = int(rng.integers(1, 3))
+                    vals = sorted(set(rng.integers(0, V, int(rng.integers(1, 3))).tolist()))
+                    sel.append((key, op, vals))
+                sels.append(sel)
+        a = None
+        if L and rng.random() < 0.2:
+            a = (int(rng.integers(L)), int(rng.integers(V)))
+            anti[q] = a
+        sel_lo.append(len(sel_con_ptr) - 1)
+        for sel in sels:
+            for key, op, vals in sel:
+                con_key.append(key); con_op.append(op)
+                con_vals.extend(vals); con_val_ptr.append(len(con_vals))
+            sel_con_ptr.append(len(con_key))
+        sel_hi.append(len(sel_con_ptr) - 1)
+        reqs.append({"qty": qty, "sel": sels, "anti": a})
+    qty = np.array([r["qty"] for r in reqs])
+    cols = np.full((S, R), -1, np.int32)
+    ncols = np.zeros(S, np.int32)
+    for q in range(S):
+        cols[q], ncols[q] = _cols(qty[q])
+    gpu_key = rng.random(S) < 0.3
+    i32 = lambda x: np.asarray(x, np.int32)  # noqa: E731
+    rq = (qty, cols, ncols, gpu_key, anti, i32(sel_lo), i32(sel_hi), i32(sel_con_ptr),
+          i32(con_key), np.asarray(con_op, np.int8), i32(con_val_ptr), i32(con_vals),
+          np.array([bool(r["sel"]) for r in reqs]))
+    return reqs, rq, gpu_key
+
+
 @pytest.mark.parametrize("grid", [True, False])
 def test_best_node_matches_twin(grid):
     rng = np.random.default_rng(5 if grid else 6)
     implicit = np.zeros(R, bool)
-    for case in range(300):
+    L, V, H = 3, 3, 8
+    for case in range(400):
         M = int(rng.integers(0, 12))            # M == 0: empty cluster
         nodes = [_rand_node(rng, grid) for _ in range(M)]
         if case % 7 == 0 and M > 1:
@@ -116,31 +160,37 @@ def test_best_node_matches_twin(grid):
         present = np.array([n[3] for n in nodes], dtype=bool).reshape(M, R)
         placed_res = rng.random((M, R)) < 0.2
         placed_gpu = rng.random(M) < 0.3
-        lscore = rng.integers(0, 2, M)
+        label = np.where(rng.random((M, L)) < 0.6, rng.integers(0, V, (M, L)), -1).astype(np.int32)
         rec = rng.choice([0.0, 0.5, 1.0], M)
         prio = rng.integers(-1, 2, M)
         av = rng.choice([0.5, 1.0], M)
         cls = np.where(rng.random(M) < 0.5, rng.integers(0, 3, M), -1).astype(np.int32)
         S = int(rng.integers(1, 6))
-        qty = np.array([_rand_row(rng, grid) * (rng.random(R) < 0.5) for _ in range(S)])
+        reqs, rq, gpu_key = _rand_requests(rng, grid, S, L, V)
         if case % 11 == 0:
-            qty[0] = 1e6                         # bigger than any node
-        cols = np.full((S, R), -1, np.int32)
-        ncols = np.zeros(S, np.int32)
-        for s in range(S):
-            cols[s], ncols[s] = _cols(qty[s])
-        gpu_key = rng.random(S) < 0.3
+            rq[0][0] = 1e6                       # bigger than any node
+            rq[1][0], rq[2][0] = _cols(rq[0][0])
+            reqs[0]["qty"] = rq[0][0]
+        hist = np.full((M, H), -1, np.int32)
+        nhist = np.zeros(M, np.int64)
+        sel_reqs = [q for q in range(S) if reqs[q]["sel"]]
+        for m in range(M):                       # requests placed by an earlier phase
+            for q in sel_reqs:
+                if rng.random() < 0.3 and nhist[m] < H:
+                    hist[m, nhist[m]] = q
+                    nhist[m] += 1
         runs = rng.permutation(S).astype(np.int32)
         left = rng.integers(1, 6, S).astype(np.int64)
-        exact = _exact_columns(R, total, free, qty)
+        exact = _exact_columns(R, total, free, rq[0])
         cands = rng.permutation(M).astype(np.int32)
         out = np.zeros(S, np.int64)
         got = _best_node(cands, cls, 3, total, order, free, present, placed_res, placed_gpu,
-                         lscore, rec, prio, av, implicit, exact, runs, left, qty, cols, ncols,
-                         gpu_key, 0, True, out)
-        want, taken = twins.best_node_ref(cands, cls, total, order, free, present, placed_res,
-                                          placed_gpu, lscore, rec, prio, av, implicit, runs,
-                                          left, qty, gpu_key, 0, True)
-        assert got == want
+                         label, hist, nhist, rec, prio, av, implicit, exact, runs, left, rq,
+                         0, True, out)
+        want, taken = twins.best_node_ref(
+            cands, cls, total, order, free, present, placed_res, placed_gpu, label,
+            [hist[m, : nhist[m]].tolist() for m in range(M)], rec, prio, av, implicit, runs,
+            left, reqs, gpu_key, 0, True)
+        assert got == want, case
         if want >= 0:
-            assert out.tolist() == taken
+            assert out.tolist() == taken, case

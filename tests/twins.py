@@ -55,23 +55,59 @@ def victim_util_ref(total, order, free, present):
     return out
 
 
-def walk_ref(free, present, res, implicit, runs, left, qty, gpu_key):
-    """Ray's greedy walk over runs (expanded unit by unit). Returns taken, gpu, free, present, res."""
-    free, present, res = list(free), list(present), list(res)
+def first_selector_ref(label, selectors):
+    """Index of the first satisfied selector (each a list of (key, op, values)), -1."""
+    for i, sel in enumerate(selectors):
+        ok = True
+        for key, op, values in sel:
+            v = label[key]
+            found = v >= 0 and v in values
+            ok = found if op == 1 else not found
+            if not ok:
+                break
+        if ok:
+            return i
+    return -1
+
+
+def label_score_ref(label, placed_reqs, reqs):
+    for q in placed_reqs:
+        i = first_selector_ref(label, reqs[q]["sel"])
+        if reqs[q]["sel"] and i >= 0:
+            return len(reqs[q]["sel"]) - i
+    return 0
+
+
+def walk_ref(free, present, res, label, hist, implicit, runs, left, reqs, gpu_key):
+    """Ray's greedy walk, one unit at a time. reqs[q]: {"qty", "sel", "anti"}.
+    Returns taken, gpu, free, present, res, label, placed request list."""
+    free, present, res, label, hist = list(free), list(present), list(res), list(label), list(hist)
     taken, gpu = [], False
-    for s, want in zip(runs, left):
-        n, free, present = fit_count_ref(free, present, implicit, qty[s], want)
-        taken.append(n)
-        if n:
-            gpu = gpu or bool(gpu_key[s])
-            for r, v in enumerate(qty[s]):
+    for q, want in zip(runs, left):
+        n = 0
+        while n < want:
+            rq = reqs[q]
+            if rq["sel"] and first_selector_ref(label, rq["sel"]) < 0:
+                break
+            if rq["anti"] is not None and label[rq["anti"][0]] == rq["anti"][1]:
+                break
+            k, free, present = fit_count_ref(free, present, implicit, rq["qty"], 1)
+            if k == 0:
+                break
+            n += 1
+            gpu = gpu or bool(gpu_key[q])
+            for r, v in enumerate(rq["qty"]):
                 if v > 0:
                     res[r] = True
-    return taken, gpu, free, present, res
+            if rq["anti"] is not None:
+                label[rq["anti"][0]] = rq["anti"][1]
+            hist.append(q)
+        taken.append(n)
+    return taken, gpu, free, present, res, label, hist
 
 
-def best_node_ref(cands, cls, total, order, free, present, placed_res, placed_gpu, lscore,
-                  rec, prio, avail, implicit, runs, left, qty, gpu_key, gpu_col, conserve):
+def best_node_ref(cands, cls, total, order, free, present, placed_res, placed_gpu, label, hist,
+                  rec, prio, avail, implicit, runs, left, reqs, gpu_key, gpu_col, conserve):
     """Ray's _sched_best_node: try each candidate, sort by key descending (stable)."""
     seen, results = set(), []
     for i, m in enumerate(cands):
@@ -79,13 +115,13 @@ def best_node_ref(cands, cls, total, order, free, present, placed_res, placed_gp
             if cls[m] in seen:
                 continue
             seen.add(cls[m])
-        taken, gpu, f, p, res = walk_ref(free[m], present[m], placed_res[m], implicit,
-                                         runs, left, qty, gpu_key)
+        taken, gpu, f, p, res, lab, hst = walk_ref(free[m], present[m], placed_res[m], label[m],
+                                                   hist[m], implicit, runs, left, reqs, gpu_key)
         if sum(taken) == 0:
             continue
         score = score_ref(total[m], order[m], f, p, res, placed_gpu[m] or gpu, gpu_col, conserve)
-        results.append(((int(lscore[m]),) + score, float(rec[m]), int(prio[m]), float(avail[m]),
-                        i, taken))
+        key = (label_score_ref(lab, hst, reqs),) + score
+        results.append((key, float(rec[m]), int(prio[m]), float(avail[m]), i, taken))
     if not results:
         return -1, None
     results = sorted(results, key=lambda x: x[:4], reverse=True)

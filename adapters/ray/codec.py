@@ -16,7 +16,8 @@ from typing import Callable, Optional
 from ray.autoscaler.v2.scheduler import SchedulingReply, SchedulingRequest
 from ray.core.generated.instance_manager_pb2 import Instance, LaunchRequest, TerminationRequest
 
-from engine.build import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
+from engine.build import NodeSpec, NodeTypeSpec, build_problem
+from engine.requests import GangSpec, RequestSpec
 from engine.dtypes import Cause, Status
 from engine.plan import Plan
 from engine.problem import Problem, ProblemError
@@ -27,24 +28,48 @@ class Decoded:
     problem: Problem
     instances: list            # the request's AutoscalerInstance list (node_source indexes it)
     requests: list             # ResourceRequest message of each run
+    gangs: list                # GangResourceRequest messages
+    constraints: list          # ClusterResourceConstraint messages (0 or 1)
 
 
 def unsupported(req: SchedulingRequest) -> list[str]:
     """Inputs this engine version does not model yet (the adapter hands them to Ray)."""
     why = []
-    if req.gang_resource_requests:
-        why.append("gang_resource_requests")
-    if req.cluster_resource_constraints:
-        why.append("cluster_resource_constraints")
     if req.ippr_specs is not None or req.ippr_statuses:
         why.append("ippr")
-    if req.pending_idle_timeout_s is not None:
-        why.append("pending_idle_timeout_s")
-    for rbc in req.resource_requests:
-        if rbc.request.label_selectors or rbc.request.placement_constraints:
-            why.append("label_selectors_or_placement_constraints")
-            break
     return why
+
+
+def _request_spec(rr, where: str, count: int = 1) -> RequestSpec:
+    """One ResourceRequest message as a RequestSpec (bundle, constraint, selectors)."""
+    pcs = rr.placement_constraints
+    if len(pcs) > 1:
+        raise ProblemError(f"{where}.placement_constraints",
+                           f"has {len(pcs)} constraints; at most one is supported")
+    aff = anti = None
+    for pc in pcs:
+        if pc.HasField("affinity"):
+            aff = (pc.affinity.label_name, pc.affinity.label_value)
+        elif pc.HasField("anti_affinity"):
+            anti = (pc.anti_affinity.label_name, pc.anti_affinity.label_value)
+        else:
+            raise ProblemError(f"{where}.placement_constraints[0]",
+                               "is neither an affinity nor an anti-affinity")
+    sels = [[(c.label_key, int(c.operator), list(c.label_values)) for c in sel.label_constraints]
+            for sel in rr.label_selectors]
+    bundle = rr.resources_bundle
+    return RequestSpec(dict(bundle), count, sels, aff, anti, sum=sum(bundle.values()))
+
+
+def _gang_spec(g, i: int) -> GangSpec:
+    used = g.bundle_selectors[0].resource_requests if g.bundle_selectors else g.requests
+    field = "bundle_selectors[0].resource_requests" if g.bundle_selectors else "requests"
+    return GangSpec(
+        requests=[_request_spec(r, f"gang_resource_requests[{i}].{field}[{b}]")
+                  for b, r in enumerate(used)],
+        # Ray orders gangs by the legacy list even when bundle_selectors are used.
+        sort_key=(sum(len(r.placement_constraints) for r in g.requests), len(g.requests)),
+        name=g.details)
 
 
 def _type_spec(key: str, cfg, req: SchedulingRequest) -> NodeTypeSpec:
@@ -87,21 +112,30 @@ def decode(req: SchedulingRequest, vocab=None) -> Decoded:
                            f"has {len(req.cluster_resource_constraints)} entries; at most 1")
     types = [_type_spec(k, cfg, req) for k, cfg in req.node_type_configs.items()]
     nodes = [_node_spec(inst) for inst in req.current_instances]
-    runs, msgs, sums = [], [], []
+    runs, msgs = [], []
     for i, rbc in enumerate(req.resource_requests):
-        bundle = rbc.request.resources_bundle
         if rbc.count < 0:
             raise ProblemError(f"resource_requests[{i}].count", f"is negative ({rbc.count})")
-        runs.append(RequestSpec(dict(bundle), int(rbc.count)))
+        runs.append(_request_spec(rbc.request, f"resource_requests[{i}]", int(rbc.count)))
         msgs.append(rbc.request)
-        sums.append(sum(bundle.values()))
+    constraint = None
+    if req.cluster_resource_constraints:
+        constraint = []
+        for i, rbc in enumerate(req.cluster_resource_constraints[0].resource_requests):
+            where = f"cluster_resource_constraints[0].resource_requests[{i}]"
+            if rbc.count < 0:
+                raise ProblemError(f"{where}.count", f"is negative ({rbc.count})")
+            constraint.append(_request_spec(rbc.request, where, int(rbc.count)))
+    gangs = [_gang_spec(g, i) for i, g in enumerate(req.gang_resource_requests)]
     p = build_problem(types, nodes, runs,
                       max_num_nodes=req.max_num_nodes,
                       idle_timeout_s=req.idle_timeout_s,
+                      pending_idle_timeout_s=req.pending_idle_timeout_s,
                       disable_launch_config_check=req.disable_launch_config_check,
                       conserve_gpu=_conserve_gpu(),
-                      vocab=vocab, shape_sums=sums)
-    return Decoded(p, list(req.current_instances), msgs)
+                      vocab=vocab, gangs=gangs, constraint=constraint)
+    return Decoded(p, list(req.current_instances), msgs, list(req.gang_resource_requests),
+                   list(req.cluster_resource_constraints))
 
 
 def _conserve_gpu() -> bool:
@@ -164,8 +198,10 @@ def encode(d: Decoded, plan: Plan, *, new_id: Callable[[], str] = lambda: str(uu
         to_terminate=to_terminate,
         cluster_resources=cluster,
         infeasible_resource_requests=infeasible,
-        infeasible_gang_resource_requests=[],
-        infeasible_cluster_resource_constraints=[],
+        infeasible_gang_resource_requests=[d.gangs[int(g)] for g in plan.gang_order
+                                           if plan.gang_infeasible[int(g)]],
+        infeasible_cluster_resource_constraints=list(d.constraints) if plan.constraint_infeasible
+        else [],
         to_ippr=[],
     )
 

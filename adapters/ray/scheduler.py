@@ -27,10 +27,15 @@ class EngineScheduler(ResourceDemandScheduler):
     """
 
     def __init__(self, event_logger=None, *, new_id: Optional[Callable[[], str]] = None,
-                 now_ns: Optional[Callable[[], int]] = None):
+                 now_ns: Optional[Callable[[], int]] = None,
+                 monotonic: Optional[Callable[[], float]] = None):
         super().__init__(event_logger)
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         self._now_ns = now_ns or time.time_ns
+        self._monotonic = monotonic or time.monotonic
+        # Per type, since when 1, 2, ... pending nodes have been unneeded (§5.1);
+        # replaced only after a tick succeeds, so a failed tick leaves it intact.
+        self._pending_since: dict = {}
         self._vocab = Vocab()          # resource columns, kept stable across ticks
         self.stats: Counter = Counter()
         self.last_timing: dict = {}
@@ -47,12 +52,16 @@ class EngineScheduler(ResourceDemandScheduler):
         decoded = decode(request, self._vocab)
         self._vocab = Vocab(decoded.problem.resources)
         t1 = time.perf_counter()
-        plan = schedule(decoded.problem)
+        tracking = request.pending_idle_timeout_s is not None
+        plan = schedule(decoded.problem, pending_since=self._pending_since,
+                        now_s=self._monotonic() if tracking else 0.0)
         t2 = time.perf_counter()
         reply = encode(decoded, plan, new_id=self._new_id, now_ns=self._now_ns)
         t3 = time.perf_counter()
         self.last_timing = {"decode_s": t1 - t0, "engine_s": t2 - t1, "encode_s": t3 - t2}
         self.stats["engine_ticks"] += 1
+        if tracking:
+            self._pending_since = plan.pending_since
         if decoded.problem.clamped:
             self.stats["clamped_available"] += decoded.problem.clamped
             logger.warning("vecsched: %d available > total entries clamped (Ray would assert)",

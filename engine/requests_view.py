@@ -1,0 +1,107 @@
+"""The request table as the kernels see it, plus the requests the tick derives
+(STRICT_PACK bundles merged into one request, §3.7 item 3)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .dtypes import IDX
+from .problem import Problem
+
+
+class Requests:
+    def __init__(self, p: Problem):
+        t = p.req
+        self.p = p
+        self.table = _Rows(t)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        t = self.table
+        Q, R = t.qty.shape
+        pos = t.qty > 0
+        self.ncols = pos.sum(axis=1).astype(IDX)
+        self.cols = np.full((Q, max(R, 1)), -1, IDX)
+        for q in range(Q):
+            c = np.flatnonzero(pos[q])
+            self.cols[q, : c.size] = c
+        g = self.p.gpu_col
+        self.gpu_key = t.present[:, g].copy() if g >= 0 else np.zeros(Q, bool)
+        self.has_sel = t.sel_hi > t.sel_lo
+        t0 = self.p.req
+        self.kernel = (t.qty, self.cols, self.ncols, self.gpu_key, t.anti, t.sel_lo, t.sel_hi,
+                       t0.sel_con_ptr, t0.con_key, t0.con_op, t0.con_val_ptr, t0.con_vals,
+                       self.has_sel)
+
+    def gang_requests(self, g: int) -> list[int]:
+        """Gang g's request rows after Ray's affinity merge: unconstrained and
+        anti-affinity bundles first in order, then one merged request per
+        (affinity label, value, selectors) group in first-seen order, whose bundle
+        is the per-key sum and whose selectors are the first member's."""
+        p, t = self.p, self.table
+        rows = p.gang_req[p.gang_ptr[g]: p.gang_ptr[g + 1]].tolist()
+        out, groups = [], {}
+        for q in rows:
+            if t.aff[q, 0] < 0:
+                out.append(q)
+            else:
+                groups.setdefault((int(t.aff[q, 0]), int(t.aff[q, 1]), t.sel_key[q]), []).append(q)
+        for members in groups.values():
+            out.append(self._merge(members))
+        return out
+
+    def _merge(self, members: list[int]) -> int:
+        t = self.table
+        if len(members) == 1:
+            return members[0]
+        qty = np.zeros(t.qty.shape[1])
+        present = np.zeros(t.qty.shape[1], bool)
+        order: list[int] = []
+        for q in members:
+            for r in np.flatnonzero(t.present[q]):
+                if not present[r]:
+                    order.append(int(r))
+                present[r] = True
+                qty[r] = qty[r] + t.qty[q, r]
+        s = 0
+        for r in order:          # the merged bundle's own key order
+            s += qty[r]
+        first = members[0]
+        q = t.append(qty, present, s, t.aff[first], t.sel_lo[first], t.sel_hi[first],
+                     t.sel_key[first])
+        self._rebuild()
+        return q
+
+
+class _Rows:
+    """Growable copies of the request-table arrays the merge can extend."""
+
+    def __init__(self, t):
+        self.qty = t.qty.copy()
+        self.present = t.present.copy()
+        self.sum = t.sum.copy()
+        self.n_pc = t.n_pc.copy()
+        self.aff = t.aff.copy()
+        self.anti = t.anti.copy()
+        self.sel_lo = t.sel_ptr[:-1].copy()
+        self.sel_hi = t.sel_ptr[1:].copy()
+        self.sel_key = list(t.sel_key)
+        self.sel_con_ptr = t.sel_con_ptr
+
+    def n_first_selector(self, q: int) -> int:
+        if self.sel_hi[q] <= self.sel_lo[q]:
+            return 0
+        s = self.sel_lo[q]
+        return int(self.sel_con_ptr[s + 1] - self.sel_con_ptr[s])
+
+    def append(self, qty, present, s, aff, sel_lo, sel_hi, sel_key) -> int:
+        q = self.qty.shape[0]
+        self.qty = np.vstack([self.qty, qty[None]])
+        self.present = np.vstack([self.present, present[None]])
+        self.sum = np.append(self.sum, s)
+        self.n_pc = np.append(self.n_pc, 1).astype(IDX)
+        self.aff = np.vstack([self.aff, np.asarray(aff, IDX)[None]])
+        self.anti = np.vstack([self.anti, np.full((1, 2), -1, IDX)])
+        self.sel_lo = np.append(self.sel_lo, sel_lo).astype(IDX)
+        self.sel_hi = np.append(self.sel_hi, sel_hi).astype(IDX)
+        self.sel_key.append(sel_key)
+        return q
