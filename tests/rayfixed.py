@@ -63,11 +63,12 @@ def _patched():
         RDS._terminate_outdated_nodes = orig_out
 
 
-def schedule_fixed(request):
+def schedule_fixed(request, scheduler=None):
     """Ray's reply with the Q4 and Q13 fixes; a global-max assertion that only the
-    fix can trigger (too few pickable victims) is reported as AssertionError."""
+    fix can trigger (too few pickable victims) is reported as AssertionError.
+    Pass ``scheduler`` to keep Ray's pending-idle state across ticks."""
     with _patched():
-        reply = RDS().schedule(request)
+        reply = (scheduler or RDS()).schedule(request)
     reply.to_terminate = [t for t in reply.to_terminate
                           if t.instance_id != "" and t.instance_status not in PROTECTED]
     return reply

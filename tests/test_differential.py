@@ -55,3 +55,32 @@ def test_differential_random_states(block):
         outcome[run_case(seed, max_nodes=30 if seed % 4 else 80)] += 1
     print(f"seeds {lo}..{hi - 1}:", dict(outcome))
     assert outcome["ray-fixed-asserts"] <= 0.05 * (hi - lo), outcome
+
+
+def test_pending_idle_tracking_over_ticks(monkeypatch):
+    """§5.1: pending nodes not needed by demand accumulate idle time across ticks
+    (the scheduler keeps per-type timestamps) and are terminated past
+    pending_idle_timeout_s. Both schedulers see the same frozen monotonic clock."""
+    import time as _time
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(_time, "monotonic", lambda: clock["now"])
+    compared = terminated = 0
+    for seed in range(60):
+        ray_s = ResourceDemandScheduler()
+        eng = EngineScheduler(monotonic=lambda: clock["now"])
+        for tick in range(5):
+            clock["now"] = 1000.0 + 6.0 * tick
+            req = make_request(seed, max_nodes=24, full=seed % 2 == 0, pending_idle_timeout_s=10.0)
+            try:
+                want = schedule_fixed(req, ray_s)
+            except AssertionError:
+                break
+            got = eng.schedule(make_request(seed, max_nodes=24, full=seed % 2 == 0,
+                                            pending_idle_timeout_s=10.0))
+            problems = diff(want, got)
+            assert not problems, f"seed {seed} tick {tick}: " + "; ".join(problems)
+            compared += 1
+            terminated += sum(1 for t in want.to_terminate if t.cause == 1
+                              and t.instance_status in (1, 3, 4))
+    assert compared >= 250 and terminated > 0, (compared, terminated)
