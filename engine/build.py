@@ -14,6 +14,8 @@ import numpy as np
 
 from .dtypes import CNT, IDX, QTY, GPU, Kind, Status
 from .problem import Problem, ProblemError
+from . import ippr as _ippr
+from .ippr import IpprState
 from .requests import GangSpec, RequestSpec, collect_names, encode
 from .vocab import Vocab
 
@@ -33,6 +35,7 @@ class NodeTypeSpec:
     launch_hash: str = ""
     availability: float = 1.0          # cloud_resource_availabilities[type]
     recoverable: float = 1.0           # recoverable_resource_availabilities[type]
+    ippr_max: Optional[tuple[float, float]] = None   # IPPR group (max CPU, max memory)
 
 
 @dataclass
@@ -52,6 +55,7 @@ class NodeSpec:
     idle_ms: int = 0
     ray_node_id: str = ""
     launch_hash: str = ""
+    ippr: Optional[IpprState] = None    # KubeRay in-place resize state, if attached
 
 
 def _qty(value, where: str) -> float:
@@ -224,6 +228,11 @@ def build_problem(
     gang_specs = [b for g in gangs for b in g.requests]
     all_specs = list(requests) + list(constraint or ()) + gang_specs
     collect_names(all_specs, vocab, lvocab)
+    any_ippr = any(ts.ippr_max is not None for ts in types) or any(
+        nodes[i].ippr is not None for i in kept)
+    if any_ippr:
+        vocab.add("CPU")
+        vocab.add("memory")
 
     R, L = len(vocab), len(lvocab)
     names = vocab.names
@@ -344,6 +353,23 @@ def build_problem(
                    len(gs.requests))
         gang_key[g] = key
 
+    ippr_nodes = _ippr.encode([nodes[i].ippr for i in kept])
+    type_ippr = np.full((T, 2), np.nan)
+    for t, ts in enumerate(types):
+        if ts.ippr_max is not None:
+            type_ippr[t] = [_qty(x, f"ippr_specs.groups[{ts.name!r}].max") for x in ts.ippr_max]
+    for key in ("cur", "desired", "max"):
+        for n in np.flatnonzero(ippr_nodes["attached"]):
+            for j, what in enumerate(("cpu", "memory")):
+                _qty(ippr_nodes[key][n, j], f"instances[{kept[n]}].ippr.{key}_{what}")
+    ippr_vals = np.zeros((0, R))
+    if any_ippr:
+        vals = np.concatenate([ippr_nodes[k].reshape(-1, 2) for k in ("cur", "desired", "max")]
+                              + [np.nan_to_num(type_ippr)])
+        ippr_vals = np.zeros((vals.shape[0], R))
+        ippr_vals[:, vocab["CPU"]] = vals[:, 0]
+        ippr_vals[:, vocab["memory"]] = vals[:, 1]
+
     if max_num_nodes is None:
         mnn = -1
     else:
@@ -352,7 +378,7 @@ def build_problem(
     return Problem(
         resources=names,
         implicit=implicit,
-        exact=_exact_columns(R, type_cap, node_total, node_free, table.qty),
+        exact=_exact_columns(R, type_cap, node_total, node_free, table.qty, ippr_vals),
         label_keys=lvocab.names,
         label_values=values.names,
         gpu_col=vocab.get(GPU),
@@ -369,6 +395,7 @@ def build_problem(
         type_availability=type_av,
         type_label=type_label,
         type_launch_hash=tuple(type_hash),
+        type_ippr_max=type_ippr,
         node_source=np.asarray(kept, dtype=IDX),
         node_type=node_type,
         node_status=node_status,
@@ -382,6 +409,7 @@ def build_problem(
         node_has_ray=node_has_ray,
         node_outdated=np.asarray(outdated, dtype=bool),
         node_launch_hash=tuple(node_hash),
+        node_ippr=ippr_nodes,
         shape_qty=table.qty[:S],
         shape_present=table.present[:S],
         shape_count=shape_count,

@@ -68,6 +68,10 @@ class Context:
         self.cfree[:N][:, p.implicit] = np.where(tot_present[:, p.implicit],
                                                  self.cfree[:N][:, p.implicit], 1.0)
         self.cpresent[:N] = tot_present
+        for k, v in p.node_ippr.items():        # IPPR state per slot (engine.ippr)
+            a = np.zeros((cap,) + v.shape[1:], v.dtype)
+            a[:N] = v
+            setattr(self, "ippr_" + k, a)
         self.nodes = np.arange(N, dtype=IDX)   # Ray's node list, as slot ids
 
     def src(self, s: int) -> SimpleNamespace:
@@ -123,6 +127,22 @@ class Context:
     def snapshot(self):
         M = self.M
         return M, self.nodes.copy(), {k: getattr(self, k)[:M].copy() for k in self._arrays()}
+
+    def save_rows(self, slots: np.ndarray) -> dict:
+        saved = {k: getattr(self, k)[slots].copy() for k in self._arrays()}
+        saved["_slots"] = np.asarray(slots).copy()
+        return saved
+
+    def load_rows(self, saved: dict, slots: np.ndarray) -> None:
+        """Put back the saved rows of ``slots`` (a subset, in any order, of the
+        slots given to save_rows)."""
+        if not len(slots):
+            return
+        pos = {int(m): i for i, m in enumerate(saved["_slots"])} if "_slots" in saved else None
+        rows = [pos[int(m)] for m in slots]
+        for k, v in saved.items():
+            if k != "_slots":
+                getattr(self, k)[slots] = v[rows]
 
     def restore(self, snap) -> None:
         M, nodes, rows = snap

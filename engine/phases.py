@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from . import ippr
 from .context import CONSTRAINT, DEMAND, Context
 from .dtypes import CNT, IDX, Cause, Kind, Sched, Status, Why
 from .kernels.pack import _best_node, _commit
@@ -155,6 +156,10 @@ class Packer:
         live = run_cnt > 0
         idx, runs, left = idx[live], run_req[live].astype(IDX), run_cnt[live].astype(CNT)
         out_left = run_cnt.astype(CNT).copy()
+        # §4.4: a resize in flight counts at its desired size.
+        for m in c.nodes[c.ippr_attached[c.nodes]].tolist():
+            if ippr.in_progress(c, m):
+                ippr.update_totals(c, m, *c.ippr_desired[m])
         sa = c.src(self.source)
         # §4.2 pre-filter: running nodes that cannot fit any shape wait at the end.
         nodes = c.nodes
@@ -179,11 +184,13 @@ class Packer:
             keep = left > 0
             idx, runs, left = idx[keep], runs[keep], left[keep]
         nodes_after = np.concatenate([np.asarray(target, IDX), cands, nodes[exhausted]])
+        if c.ippr_attached[nodes_after].any():
+            idx, runs, left, nodes_after = self._ippr_pass(idx, runs, left, nodes_after)
         # §4.5 new nodes, one template per type with room, in config order.
         avail = c.type_available()
         launched = []
         if len(runs):
-            tmpl = [int(c.new_slots(t, 1)[0]) for t in range(p.T) if avail[t] > 0]
+            tmpl = [self._template(t) for t in range(p.T) if avail[t] > 0]
             cap = p.max_num_nodes
             while len(runs) and tmpl:
                 if cap >= 0 and len(nodes_after) + len(launched) >= cap:
@@ -198,7 +205,7 @@ class Packer:
                 t = int(c.type[m])
                 avail[t] -= 1
                 if avail[t] > 0:
-                    tmpl.append(int(c.new_slots(t, 1)[0]))
+                    tmpl.append(self._template(t))
                 left = left - taken
                 keep = left > 0
                 idx, runs, left = idx[keep], runs[keep], left[keep]
@@ -207,6 +214,45 @@ class Packer:
         out_left[idx] = left
         self.types_left, self.n_nodes = avail, len(c.nodes)
         return out_left
+
+    def _template(self, t: int) -> int:
+        """A fresh TO_LAUNCH node of type t; an IPPR group's is sized at its max."""
+        c = self.ctx
+        m = int(c.new_slots(t, 1)[0])
+        gmax = c.p.type_ippr_max[t]
+        if not np.isnan(gmax[0]):
+            have = [c.total[m, col] if (c.order[m] == col).any() else 0.0
+                    for col in (c.p.col("CPU"), c.p.col("memory"))]
+            ippr.update_totals(c, m, float(max(gmax[0], have[0])), float(max(gmax[1], have[1])))
+        return m
+
+    def _ippr_pass(self, idx, runs, left, nodes_after):
+        """§4.4: nodes that may still grow in place, at their max size, before any
+        new node; winners get a resize queued, the others stay as they were."""
+        c = self.ctx
+        up = np.array([ippr.can_resize_up(c, m) for m in nodes_after.tolist()], bool)
+        rest, cands = nodes_after[~up], nodes_after[up]
+        if not len(cands):
+            return idx, runs, left, nodes_after
+        saved = c.save_rows(cands)
+        for m in cands.tolist():
+            ippr.update_totals(c, m, *c.ippr_max[m])
+        winners = []
+        cls, ncls = _classes(c, cands, c.src(self.source))
+        while len(runs) and len(cands):
+            best, taken = self._pick(cands, runs, left, cls, ncls)
+            if best < 0:
+                break
+            m = int(cands[best])
+            ippr.queue_resize(c, m)
+            winners.append(m)
+            self._record(m, idx, taken)
+            cands = np.delete(cands, best)
+            left = left - taken
+            keep = left > 0
+            idx, runs, left = idx[keep], runs[keep], left[keep]
+        c.load_rows(saved, cands)          # not chosen: back to their size before the raise
+        return idx, runs, left, np.concatenate([rest, np.asarray(winners, IDX), cands])
 
     def _record(self, m, idx, taken):
         for k in np.flatnonzero(taken):

@@ -37,6 +37,10 @@ class Plan:
     gang_infeasible: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # (G,)
     gang_order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))   # (G,)
     pending_since: dict = field(default_factory=dict)   # type -> timestamps (§5.1)
+    ippr_send: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    # (K,) nodes with an in-place resize to send, in list order (§4.4)
+    ippr_queued: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    # (K,) whether this tick queued it (desired = the effective max)
     stats: dict = field(default_factory=dict)
 
     # ---- convenience views (not used on the hot path) -----------------------------

@@ -52,6 +52,7 @@ class Problem:
     type_availability: np.ndarray       # (T,) f8 cloud availability (1.0 default)
     type_label: np.ndarray              # (T, L) i4 label value id, -1 absent
     type_launch_hash: tuple[str, ...]   # (T,)
+    type_ippr_max: np.ndarray           # (T, 2) f8 IPPR group max (CPU, memory), NaN = none
 
     # --- nodes (N): the instances that become scheduling nodes, in input order ----
     node_source: np.ndarray             # (N,) i4 index into the caller's instance list
@@ -68,6 +69,7 @@ class Problem:
     node_has_ray: np.ndarray            # (N,) bool: has a ray node id (running ray)
     node_outdated: np.ndarray           # (N,) bool: already terminated as OUTDATED when built
     node_launch_hash: tuple[str, ...]   # (N,)
+    node_ippr: dict                     # engine.ippr.FIELDS -> (N,) / (N, 2) arrays
 
     # --- demand: request runs (shape + count), in input order, never expanded ------
     shape_qty: np.ndarray               # (S, R) f8

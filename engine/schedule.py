@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from . import ippr
 from .context import Context
 from .dtypes import CNT, IDX, QTY, Sched, Status
 from .phases import (enforce_constraint, enforce_max_global, enforce_max_per_type,
@@ -47,7 +48,12 @@ def schedule(problem: Problem, *, mode: str = "ray-compat",
     if tracking:
         release_pending_idle(ctx, since)
     plan = _assemble(ctx, run_order, infeasible, why, placements)
-    return dataclasses.replace(plan, constraint_infeasible=constraint_bad,
+    send = [m for m in ctx.nodes[ctx.ippr_attached[ctx.nodes]].tolist() if ippr.to_send(ctx, m)]
+    queued = [bool((ctx.ippr_desired[m] != problem.node_ippr["desired"][m]).any()
+                   or problem.node_ippr["k8s"][m] != ippr.K8S_NEW) for m in send]
+    return dataclasses.replace(plan, ippr_send=np.asarray(send, IDX),
+                               ippr_queued=np.asarray(queued, bool),
+                               constraint_infeasible=constraint_bad,
                                gang_infeasible=gang_bad,
                                gang_order=np.asarray(gang_order, IDX), pending_since=since)
 

@@ -17,6 +17,8 @@ def decisions(reply) -> dict:
         "infeasible_gang": Counter(g.SerializeToString(deterministic=True)
                                    for g in reply.infeasible_gang_resource_requests),
         "infeasible_constraints": len(reply.infeasible_cluster_resource_constraints),
+        "ippr": sorted((s.cloud_instance_id, float(s.desired_cpu), float(s.desired_memory),
+                        s.k8s_resize_status, s.raylet_id) for s in reply.to_ippr),
     }
 
 

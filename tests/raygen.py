@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from ray.autoscaler.v2.instance_manager.config import NodeTypeConfig
 from ray.autoscaler.v2.scheduler import SchedulingRequest
-from ray.autoscaler.v2.schema import AutoscalerInstance
+from ray.autoscaler.v2.schema import AutoscalerInstance, IPPRGroupSpec, IPPRSpecs, IPPRStatus
 from ray.core.generated.autoscaler_pb2 import (AffinityConstraint, AntiAffinityConstraint,
                                                BundleSelector, ClusterResourceConstraint,
                                                GangResourceRequest, NodeState,
@@ -145,6 +145,46 @@ def _running(rng, name, res, head=False, i=0) -> AutoscalerInstance:
     return AutoscalerInstance(im_instance=im, ray_node=ns, cloud_instance_id=f"c-{i}")
 
 
+def _ippr(rng, configs, insts):
+    """KubeRay in-place resize specs for some groups and statuses for their pods."""
+    groups = {}
+    for name, cfg in configs.items():
+        if name != "head" and "CPU" in cfg.resources and "memory" in cfg.resources \
+                and rng.random() < 0.6:
+            cpu, mem = cfg.resources["CPU"], cfg.resources["memory"]
+            groups[name] = IPPRGroupSpec(min_cpu=cpu, max_cpu=cpu * float(rng.choice([1, 2, 4])),
+                                         min_memory=int(mem), resize_timeout=60,
+                                         max_memory=int(mem * float(rng.choice([1, 2]))))
+    statuses = {}
+    for x in insts:
+        im = x.im_instance
+        if im is None or im.instance_type not in groups or x.cloud_instance_id is None:
+            continue
+        if rng.random() < 0.3:
+            continue
+        g = groups[im.instance_type]
+        cur_cpu, cur_mem = g.min_cpu, g.min_memory
+        st = IPPRStatus(cloud_instance_id=x.cloud_instance_id, spec=g, current_cpu=cur_cpu,
+                        current_memory=cur_mem, desired_cpu=cur_cpu, desired_memory=cur_mem)
+        roll = rng.random()
+        if roll < 0.15:                       # a resize was issued and is running
+            st.desired_cpu, st.desired_memory = g.max_cpu, g.max_memory
+            st.resizing_at = 1000
+            st.k8s_resize_status = "inprogress"
+        elif roll < 0.25:                     # queued last tick, not sent yet
+            st.desired_cpu = g.max_cpu
+            st.k8s_resize_status = "new"
+            st.raylet_id = "r" if rng.random() < 0.5 else None
+        elif roll < 0.32:
+            st.last_failed_at = 900
+        elif roll < 0.42:                     # Kubernetes suggested a lower cap
+            st.suggested_max_cpu = cur_cpu + 1.0
+        statuses[x.cloud_instance_id] = st
+    if not groups:
+        return None, {}
+    return IPPRSpecs(groups=groups), statuses
+
+
 def make_request(seed: int, *, max_nodes: int = 30, full: bool = True,
                  pending_idle_timeout_s=None) -> SchedulingRequest:
     """A random tick. ``full`` adds the features of the full-semantics issue:
@@ -218,6 +258,7 @@ def make_request(seed: int, *, max_nodes: int = 30, full: bool = True,
                 rng, ResourceRequest(resources_bundle=_shape(rng, type_res)), 0.2),
                 count=int(rng.integers(1, 6))) for _ in range(int(rng.integers(1, 4)))]
             constraints = [ClusterResourceConstraint(resource_requests=cons)]
+    specs, statuses = _ippr(rng, configs, insts) if full and rng.random() < 0.3 else (None, {})
     avail = {n: float(rng.choice([0.0, 0.25, 0.5, 1.0])) for n in names if rng.random() < 0.2}
     recov = {n: float(rng.choice([0.0, 0.5, 1.0])) for n in names if rng.random() < 0.2}
     mnn = None if rng.random() < 0.7 else int(rng.integers(0, max_nodes + 5))
@@ -230,6 +271,8 @@ def make_request(seed: int, *, max_nodes: int = 30, full: bool = True,
         gang_resource_requests=gangs,
         cluster_resource_constraints=constraints,
         pending_idle_timeout_s=pending_idle_timeout_s,
+        ippr_specs=specs,
+        ippr_statuses=statuses,
         current_instances=insts,
         cloud_resource_availabilities=avail,
         recoverable_resource_availabilities=recov,

@@ -6,6 +6,7 @@ original messages so the reply can echo them back by index.
 """
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from ray.autoscaler.v2.scheduler import SchedulingReply, SchedulingRequest
 from ray.core.generated.instance_manager_pb2 import Instance, LaunchRequest, TerminationRequest
 
 from engine.build import NodeSpec, NodeTypeSpec, build_problem
+from engine.ippr import K8S_NEW, K8S_NONE, K8S_OTHER, IpprState
 from engine.requests import GangSpec, RequestSpec
 from engine.dtypes import Cause, Status
 from engine.plan import Plan
@@ -30,14 +32,7 @@ class Decoded:
     requests: list             # ResourceRequest message of each run
     gangs: list                # GangResourceRequest messages
     constraints: list          # ClusterResourceConstraint messages (0 or 1)
-
-
-def unsupported(req: SchedulingRequest) -> list[str]:
-    """Inputs this engine version does not model yet (the adapter hands them to Ray)."""
-    why = []
-    if req.ippr_specs is not None or req.ippr_statuses:
-        why.append("ippr")
-    return why
+    request: SchedulingRequest
 
 
 def _request_spec(rr, where: str, count: int = 1) -> RequestSpec:
@@ -87,14 +82,37 @@ def _type_spec(key: str, cfg, req: SchedulingRequest) -> NodeTypeSpec:
         launch_hash=cfg.launch_config_hash or "",
         availability=req.cloud_resource_availabilities.get(key, 1.0),
         recoverable=req.recoverable_resource_availabilities.get(key, 1.0),
+        ippr_max=_group_max(req, key),
     )
 
 
-def _node_spec(inst) -> NodeSpec:
+def _group_max(req: SchedulingRequest, key: str):
+    if req.ippr_specs and key in req.ippr_specs.groups:
+        g = req.ippr_specs.groups[key]
+        return (g.max_cpu, g.max_memory)
+    return None
+
+
+def _ippr_state(st) -> IpprState:
+    k8s = {None: K8S_NONE, "new": K8S_NEW}.get(st.k8s_resize_status, K8S_OTHER)
+    return IpprState(current_cpu=st.current_cpu, current_memory=st.current_memory,
+                     desired_cpu=st.desired_cpu, desired_memory=st.desired_memory,
+                     max_cpu=st.max_cpu(), max_memory=st.max_memory(),
+                     resizing=st.resizing_at is not None, k8s=k8s,
+                     failed=st.last_failed_at is not None, raylet=st.raylet_id is not None)
+
+
+def _node_spec(inst, req: SchedulingRequest) -> NodeSpec:
     im = inst.im_instance
     if im is None:
         return NodeSpec(type="", status=None)
     spec = NodeSpec(type=im.instance_type, status=int(im.status), kind=int(im.node_kind))
+    st = _ippr_status(inst, req)
+    if st is not None:
+        running = im.status == Instance.RAY_RUNNING and inst.ray_node is not None
+        state = _ippr_state(st)
+        state.raylet = state.raylet or bool(running and im.node_id)
+        spec.ippr = state
     if im.status == Instance.RAY_RUNNING and inst.ray_node is not None:
         rn = inst.ray_node
         spec.total = dict(rn.total_resources)
@@ -111,7 +129,7 @@ def decode(req: SchedulingRequest, vocab=None) -> Decoded:
         raise ProblemError("cluster_resource_constraints",
                            f"has {len(req.cluster_resource_constraints)} entries; at most 1")
     types = [_type_spec(k, cfg, req) for k, cfg in req.node_type_configs.items()]
-    nodes = [_node_spec(inst) for inst in req.current_instances]
+    nodes = [_node_spec(inst, req) for inst in req.current_instances]
     runs, msgs = [], []
     for i, rbc in enumerate(req.resource_requests):
         if rbc.count < 0:
@@ -134,8 +152,24 @@ def decode(req: SchedulingRequest, vocab=None) -> Decoded:
                       disable_launch_config_check=req.disable_launch_config_check,
                       conserve_gpu=_conserve_gpu(),
                       vocab=vocab, gangs=gangs, constraint=constraint)
+    for n in np.flatnonzero(p.node_ippr["attached"]):
+        inst = req.current_instances[int(p.node_source[n])]
+        if inst.im_instance.status == Instance.RAY_RUNNING and inst.im_instance.node_id:
+            # Ray writes the raylet id into the caller's status object (§2.1 item 5).
+            _ippr_status(inst, req).raylet_id = inst.im_instance.node_id
     return Decoded(p, list(req.current_instances), msgs, list(req.gang_resource_requests),
-                   list(req.cluster_resource_constraints))
+                   list(req.cluster_resource_constraints), req)
+
+
+def _ippr_status(inst, req: SchedulingRequest):
+    """The IPPR status Ray attaches to this instance's node, if any."""
+    if not (req.ippr_statuses and req.ippr_specs):
+        return None
+    if inst.cloud_instance_id not in req.ippr_statuses:
+        return None
+    if inst.im_instance.instance_type not in req.ippr_specs.groups:
+        return None
+    return req.ippr_statuses[inst.cloud_instance_id]
 
 
 def _conserve_gpu() -> bool:
@@ -202,8 +236,21 @@ def encode(d: Decoded, plan: Plan, *, new_id: Callable[[], str] = lambda: str(uu
                                            if plan.gang_infeasible[int(g)]],
         infeasible_cluster_resource_constraints=list(d.constraints) if plan.constraint_infeasible
         else [],
-        to_ippr=[],
+        to_ippr=_to_ippr(d, plan),
     )
+
+
+def _to_ippr(d: Decoded, plan: Plan) -> list:
+    """Copies of the statuses with a resize to send, this tick's resizes queued on
+    them (Ray returns its working copies; the caller's objects are not resized)."""
+    out = []
+    for n, queued in zip(plan.ippr_send, plan.ippr_queued):
+        inst = d.instances[int(d.problem.node_source[int(n)])]
+        st = copy.deepcopy(_ippr_status(inst, d.request))
+        if queued:
+            st.queue_resize_request(desired_cpu=st.max_cpu(), desired_memory=st.max_memory())
+        out.append(st)
+    return out
 
 
 def _total_keys(p: Problem, plan: Plan) -> list[int]:

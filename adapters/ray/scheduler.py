@@ -13,7 +13,7 @@ from ray.autoscaler.v2.scheduler import (ResourceDemandScheduler, SchedulingRepl
 from engine import schedule
 from engine.vocab import Vocab
 
-from .codec import decode, encode, unsupported
+from .codec import decode, encode
 
 logger = logging.getLogger(__name__)
 
@@ -21,9 +21,9 @@ logger = logging.getLogger(__name__)
 class EngineScheduler(ResourceDemandScheduler):
     """Schedules with the vecsched engine; same constructor and reply as Ray's.
 
-    Inputs the engine does not model yet (see ``codec.unsupported``) are handed to
-    Ray's own scheduler with a warning, and counted in ``stats``.
-    ``new_id`` and ``now_ns`` make replies reproducible when injected.
+    ``new_id``, ``now_ns`` and ``monotonic`` make replies reproducible when
+    injected. Bad input raises ``engine.ProblemError`` naming the field; the
+    scheduler's own state (pending-idle timestamps) is then left as it was.
     """
 
     def __init__(self, event_logger=None, *, new_id: Optional[Callable[[], str]] = None,
@@ -41,13 +41,6 @@ class EngineScheduler(ResourceDemandScheduler):
         self.last_timing: dict = {}
 
     def schedule(self, request: SchedulingRequest) -> SchedulingReply:
-        why = unsupported(request)
-        if why:
-            self.stats["delegated_ticks"] += 1
-            for w in why:
-                self.stats[f"delegated:{w}"] += 1
-            logger.warning("vecsched: handing this tick to Ray's scheduler (%s)", ", ".join(why))
-            return super().schedule(request)
         t0 = time.perf_counter()
         decoded = decode(request, self._vocab)
         self._vocab = Vocab(decoded.problem.resources)
