@@ -6,12 +6,11 @@ import math
 
 import numpy as np
 
-from . import ippr
 from .context import CONSTRAINT, DEMAND, Context
 from .dtypes import CNT, IDX, Cause, Kind, Sched, Status, Why
-from .kernels.pack import _best_node, _commit
 from .kernels.score import _victim_util
 from .order import PENDING_RANK, gang_order, request_order, victim_order
+from .packer import Packer
 from .requests_view import Requests
 
 
@@ -102,161 +101,7 @@ def enforce_max_global(ctx: Context) -> None:
     ctx.nodes = np.concatenate([dying, v, rest]).astype(IDX)
 
 
-# ---- §4 the core packing routine ------------------------------------------------------
-def _classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int]:
-    """Ray's NodeStateCache: non-running candidates with equal (type, kind, totals,
-    availability for this source, labels) are tried once per call; running
-    nodes always apart."""
-    cls = np.full(ctx.M, -1, IDX)
-    pend = cands[ctx.status[cands] != Status.RAY_RUNNING]
-    if pend.size == 0:
-        return cls, 0
-    tp = np.zeros((pend.size, ctx.p.R), bool)
-    o = ctx.order[pend]
-    rows = np.broadcast_to(np.arange(pend.size)[:, None], o.shape)
-    tp[rows[o >= 0], o[o >= 0]] = True
-    fp = sa.present[pend]
-    key = np.hstack([
-        ctx.type[pend, None].astype(float), ctx.kind[pend, None].astype(float),
-        np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp,
-        ctx.label[pend].astype(float)])
-    _, inv = np.unique(key, axis=0, return_inverse=True)
-    cls[pend] = inv.reshape(-1)
-    return cls, int(inv.max()) + 1
-
-
-class Packer:
-    """One `_try_schedule` call of Ray over the context, for one request source."""
-
-    def __init__(self, ctx: Context, rq: Requests, source: int):
-        self.ctx, self.rq, self.source = ctx, rq, source
-        self.placements: list[tuple[int, int, int]] = []   # (slot, run index, units)
-
-    def _pick(self, cands, run_req, left, cls, ncls):
-        c, p = self.ctx, self.ctx.p
-        sa = c.src(self.source)
-        taken = np.zeros(len(run_req), np.int64)
-        best = _best_node(cands, cls, ncls, c.total, c.order, sa.free, sa.present,
-                          sa.placed_res, sa.placed_gpu, c.label, sa.hist, sa.nhist,
-                          c.rec, c.prio, c.avail, p.implicit, p.exact, run_req, left,
-                          self.rq.kernel, p.gpu_col, p.conserve_gpu, taken)
-        if best < 0:
-            return -1, taken
-        m = int(cands[best])
-        check = np.zeros(len(run_req), np.int64)
-        _commit(m, sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any, c.label,
-                sa.hist, sa.nhist, p.implicit, p.exact, run_req, left, self.rq.kernel, check)
-        return best, taken
-
-    def run(self, run_req: np.ndarray, run_cnt: np.ndarray):
-        """Pack runs (request rows in Ray order, with counts). Returns the units
-        left per run; the context's node list is rewritten as Ray's is."""
-        c, p, rq = self.ctx, self.ctx.p, self.rq
-        idx = np.arange(len(run_req))
-        live = run_cnt > 0
-        idx, runs, left = idx[live], run_req[live].astype(IDX), run_cnt[live].astype(CNT)
-        out_left = run_cnt.astype(CNT).copy()
-        # §4.4: a resize in flight counts at its desired size.
-        for m in c.nodes[c.ippr_attached[c.nodes]].tolist():
-            if ippr.in_progress(c, m):
-                ippr.update_totals(c, m, *c.ippr_desired[m])
-        sa = c.src(self.source)
-        # §4.2 pre-filter: running nodes that cannot fit any shape wait at the end.
-        nodes = c.nodes
-        fits_any = np.zeros(len(nodes), bool)
-        for q in np.unique(runs):
-            cols = rq.cols[q, : rq.ncols[q]]
-            fits_any |= np.all(sa.free[nodes][:, cols] >= rq.table.qty[q, cols], axis=1)
-        exhausted = (c.status[nodes] == Status.RAY_RUNNING) & ~fits_any & (len(runs) > 0)
-        cands = nodes[~exhausted]
-        target = []
-        # §4.3 existing nodes first.
-        cls, ncls = _classes(c, cands, sa)
-        while len(runs) and len(cands):
-            best, taken = self._pick(cands, runs, left, cls, ncls)
-            if best < 0:
-                break
-            m = int(cands[best])
-            target.append(m)
-            self._record(m, idx, taken)
-            cands = np.delete(cands, best)
-            left = left - taken
-            keep = left > 0
-            idx, runs, left = idx[keep], runs[keep], left[keep]
-        nodes_after = np.concatenate([np.asarray(target, IDX), cands, nodes[exhausted]])
-        if c.ippr_attached[nodes_after].any():
-            idx, runs, left, nodes_after = self._ippr_pass(idx, runs, left, nodes_after)
-        # §4.5 new nodes, one template per type with room, in config order.
-        avail = c.type_available()
-        launched = []
-        if len(runs):
-            tmpl = [self._template(t) for t in range(p.T) if avail[t] > 0]
-            cap = p.max_num_nodes
-            while len(runs) and tmpl:
-                if cap >= 0 and len(nodes_after) + len(launched) >= cap:
-                    break
-                best, taken = self._pick(np.asarray(tmpl, IDX), runs, left,
-                                         np.full(c.M, -1, IDX), 0)
-                if best < 0:
-                    break
-                m = tmpl.pop(best)
-                launched.append(m)
-                self._record(m, idx, taken)
-                t = int(c.type[m])
-                avail[t] -= 1
-                if avail[t] > 0:
-                    tmpl.append(self._template(t))
-                left = left - taken
-                keep = left > 0
-                idx, runs, left = idx[keep], runs[keep], left[keep]
-        c.nodes = np.concatenate([nodes_after, np.asarray(launched, IDX)]).astype(IDX)
-        out_left[:] = 0
-        out_left[idx] = left
-        self.types_left, self.n_nodes = avail, len(c.nodes)
-        return out_left
-
-    def _template(self, t: int) -> int:
-        """A fresh TO_LAUNCH node of type t; an IPPR group's is sized at its max."""
-        c = self.ctx
-        m = int(c.new_slots(t, 1)[0])
-        gmax = c.p.type_ippr_max[t]
-        if not np.isnan(gmax[0]):
-            have = [c.total[m, col] if (c.order[m] == col).any() else 0.0
-                    for col in (c.p.col("CPU"), c.p.col("memory"))]
-            ippr.update_totals(c, m, float(max(gmax[0], have[0])), float(max(gmax[1], have[1])))
-        return m
-
-    def _ippr_pass(self, idx, runs, left, nodes_after):
-        """§4.4: nodes that may still grow in place, at their max size, before any
-        new node; winners get a resize queued, the others stay as they were."""
-        c = self.ctx
-        up = np.array([ippr.can_resize_up(c, m) for m in nodes_after.tolist()], bool)
-        rest, cands = nodes_after[~up], nodes_after[up]
-        if not len(cands):
-            return idx, runs, left, nodes_after
-        saved = c.save_rows(cands)
-        for m in cands.tolist():
-            ippr.update_totals(c, m, *c.ippr_max[m])
-        winners = []
-        cls, ncls = _classes(c, cands, c.src(self.source))
-        while len(runs) and len(cands):
-            best, taken = self._pick(cands, runs, left, cls, ncls)
-            if best < 0:
-                break
-            m = int(cands[best])
-            ippr.queue_resize(c, m)
-            winners.append(m)
-            self._record(m, idx, taken)
-            cands = np.delete(cands, best)
-            left = left - taken
-            keep = left > 0
-            idx, runs, left = idx[keep], runs[keep], left[keep]
-        c.load_rows(saved, cands)          # not chosen: back to their size before the raise
-        return idx, runs, left, np.concatenate([rest, np.asarray(winners, IDX), cands])
-
-    def _record(self, m, idx, taken):
-        for k in np.flatnonzero(taken):
-            self.placements.append((m, int(idx[k]), int(taken[k])))
+# ---- §4 the core packing routine: engine/packer.py -----------------------------------
 
 
 def _sorted_runs(rq: Requests, p, runs: list) -> tuple[np.ndarray, np.ndarray, list]:

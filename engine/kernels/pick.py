@@ -1,0 +1,88 @@
+"""The best-node pick with per-candidate caching (DESIGN.md §4 item 3).
+
+Same decision as ``pack._best_node``, but a candidate's trial walk and score
+are kept between picks of one packing loop and recomputed only when stale: a
+pick lowers the remaining counts of the runs the winner took, and a cached
+walk stays exact as long as, for each such run, the candidate did not take
+every remaining unit and still takes no more than now remain (its count was
+capped by its own room, not by the demand).
+"""
+import numpy as np
+
+from ._jit import njit
+from .labels import _label_score
+from .pack import _better, _walk
+from .score import _score
+
+
+@njit
+def _refresh_pick(cands, alive, valid, cls, ncls, total, order, free, present, placed_res,
+                  placed_gpu, label, hist, nhist, rec, prio, avail, implicit, exact,
+                  run_req, run_left, rq, gpu_col, conserve_gpu,
+                  tk, did, k0, k1, k2, k3, k4):
+    """Index into cands of the best candidate, walking only stale ones.
+
+    cands (C,) slot ids in list order; alive (C,) still candidates; valid (C,)
+    cache fresh; tk (C, K) cached units per run; did (C,) placed anything;
+    k0..k4 (C,) cached score tuple. Non-running twins (cls >= 0) are
+    represented by their first alive member, as Ray's NodeStateCache does.
+    """
+    R = free.shape[1]
+    seen = np.zeros(max(ncls, 1), dtype=np.bool_)
+    f = np.empty(R)
+    p = np.empty(R, dtype=np.bool_)
+    res = np.empty(R, dtype=np.bool_)
+    lab = np.empty(label.shape[1], dtype=label.dtype)
+    hst = np.empty(hist.shape[1], dtype=hist.dtype)
+    best = -1
+    for i in range(cands.shape[0]):
+        if not alive[i]:
+            continue
+        m = cands[i]
+        c = cls[m]
+        if c >= 0:
+            if seen[c]:
+                continue
+            seen[c] = True
+        if not valid[i]:
+            f[:] = free[m]
+            p[:] = present[m]
+            res[:] = placed_res[m]
+            lab[:] = label[m]
+            hst[:] = hist[m]
+            placed, gpu, nh = _walk(f, p, res, lab, hst, nhist[m], implicit, exact,
+                                    run_req, run_left, rq, tk[i])
+            did[i] = placed > 0
+            if placed > 0:
+                gpu_ok, match, lo, mean = _score(total[m], order[m], f, p, res,
+                                                 placed_gpu[m] or gpu, gpu_col, conserve_gpu)
+                k0[i] = _label_score(lab, hst, nh, rq)
+                k1[i] = gpu_ok
+                k2[i] = match
+                k3[i] = lo
+                k4[i] = mean
+            valid[i] = True
+        if not did[i]:
+            continue
+        if best < 0:
+            best = i
+            continue
+        b = cands[best]
+        if _better(k0[i], k1[i], k2[i], k3[i], k4[i], rec[m], prio[m], avail[m],
+                   k0[best], k1[best], k2[best], k3[best], k4[best], rec[b], prio[b], avail[b]):
+            best = i
+    return best
+
+
+@njit
+def _invalidate(valid, tk, changed, old_left, new_left):
+    """Mark stale the cached walks that the lower counts of ``changed`` runs alter."""
+    for i in range(valid.shape[0]):
+        if not valid[i]:
+            continue
+        for j in range(changed.shape[0]):
+            k = changed[j]
+            t = tk[i, k]
+            if new_left[k] < t or (t == old_left[k] and new_left[k] != old_left[k]):
+                valid[i] = False
+                break

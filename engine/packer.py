@@ -1,0 +1,206 @@
+"""Ray's core packing routine `_try_schedule` (RAY_V2_SEMANTICS.md §4) over the
+context: existing nodes first, then in-place resizes, then new nodes.
+
+Each packing loop keeps a ``Picker``: per candidate, the cached trial walk and
+score, recomputed only when a pick made them stale (kernels/pick.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import ippr
+from .context import Context
+from .dtypes import CNT, IDX, Status
+from .kernels.pack import _commit
+from .kernels.pick import _invalidate, _refresh_pick
+from .requests_view import Requests
+
+
+def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int]:
+    """Ray's NodeStateCache: non-running candidates with equal (type, kind, totals,
+    availability for this source, labels) are tried once per call; running
+    nodes always apart."""
+    cls = np.full(ctx.M, -1, IDX)
+    pend = cands[ctx.status[cands] != Status.RAY_RUNNING]
+    if pend.size == 0:
+        return cls, 0
+    tp = np.zeros((pend.size, ctx.p.R), bool)
+    o = ctx.order[pend]
+    rows = np.broadcast_to(np.arange(pend.size)[:, None], o.shape)
+    tp[rows[o >= 0], o[o >= 0]] = True
+    fp = sa.present[pend]
+    key = np.hstack([
+        ctx.type[pend, None].astype(float), ctx.kind[pend, None].astype(float),
+        np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp,
+        ctx.label[pend].astype(float)])
+    _, inv = np.unique(key, axis=0, return_inverse=True)
+    cls[pend] = inv.reshape(-1)
+    return cls, int(inv.max()) + 1
+
+
+class Picker:
+    """The candidates of one packing loop, in list order, with cached walks."""
+
+    def __init__(self, packer: "Packer", cands: np.ndarray, cls: np.ndarray, ncls: int, K: int):
+        self.pk = packer
+        self.cls, self.ncls, self.K = cls, ncls, K
+        self.n = 0
+        self._alloc(max(len(cands), 8))
+        for m in cands.tolist():
+            self.add(m)
+
+    def _alloc(self, cap: int) -> None:
+        old = {k: getattr(self, k) for k in ("cands", "alive", "valid", "tk", "did",
+                                             "k0", "k1", "k2", "k3", "k4")} if self.n else {}
+        self.cands = np.zeros(cap, IDX)
+        self.alive = np.zeros(cap, bool)
+        self.valid = np.zeros(cap, bool)
+        self.tk = np.zeros((cap, self.K), np.int64)
+        self.did = np.zeros(cap, bool)
+        self.k0, self.k1, self.k2 = (np.zeros(cap, np.int64) for _ in range(3))
+        self.k3, self.k4 = np.zeros(cap), np.zeros(cap)
+        for k, v in old.items():
+            getattr(self, k)[: self.n] = v[: self.n]
+
+    def add(self, m: int) -> None:
+        if self.n == self.cands.shape[0]:
+            self._alloc(2 * self.n)
+        self.cands[self.n] = m
+        self.alive[self.n] = True
+        self.valid[self.n] = False
+        self.n += 1
+
+    def pick(self, runs: np.ndarray, left: np.ndarray) -> int:
+        c, p, n = self.pk.ctx, self.pk.ctx.p, self.n
+        sa = c.src(self.pk.source)
+        if self.cls.shape[0] < c.M:
+            self.cls = np.concatenate([self.cls, np.full(c.M - self.cls.shape[0], -1, IDX)])
+        return _refresh_pick(self.cands[:n], self.alive[:n], self.valid[:n], self.cls, self.ncls,
+                             c.total, c.order, sa.free, sa.present, sa.placed_res,
+                             sa.placed_gpu, c.label, sa.hist, sa.nhist, c.rec, c.prio, c.avail,
+                             p.implicit, p.exact, runs, left, self.pk.rq.kernel, p.gpu_col,
+                             p.conserve_gpu, self.tk[:n], self.did[:n], self.k0[:n],
+                             self.k1[:n], self.k2[:n], self.k3[:n], self.k4[:n])
+
+    def take(self, i: int, old_left: np.ndarray, new_left: np.ndarray) -> None:
+        """Candidate i won: drop it and mark stale what its pick changed."""
+        self.alive[i] = False
+        changed = np.flatnonzero(old_left != new_left).astype(IDX)
+        _invalidate(self.valid[: self.n], self.tk[: self.n], changed, old_left, new_left)
+
+    def remaining(self) -> np.ndarray:
+        return self.cands[: self.n][self.alive[: self.n]]
+
+
+class Packer:
+    """One `_try_schedule` call of Ray over the context, for one request source."""
+
+    def __init__(self, ctx: Context, rq: Requests, source: int):
+        self.ctx, self.rq, self.source = ctx, rq, source
+        self.placements: list[tuple[int, int, int]] = []   # (slot, run index, units)
+
+    def _loop(self, picker: Picker, runs, left, on_win=None, stop=None) -> tuple[list, np.ndarray]:
+        """Pick, commit, repeat while demand and candidates remain."""
+        c, p = self.ctx, self.ctx.p
+        winners = []
+        while left.any() and picker.alive[: picker.n].any():
+            if stop is not None and stop(len(winners)):
+                break
+            i = picker.pick(runs, left)
+            if i < 0:
+                break
+            m = int(picker.cands[i])
+            taken = picker.tk[i].copy()
+            sa = c.src(self.source)
+            _commit(m, sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any,
+                    c.label, sa.hist, sa.nhist, p.implicit, p.exact, runs, left,
+                    self.rq.kernel, np.zeros(len(runs), np.int64))
+            new_left = left - taken
+            picker.take(i, left, new_left)
+            left = new_left
+            for k in np.flatnonzero(taken):
+                self.placements.append((m, int(k), int(taken[k])))
+            winners.append(m)
+            if on_win is not None:
+                on_win(m, picker)
+        return winners, left
+
+    def run(self, run_req: np.ndarray, run_cnt: np.ndarray) -> np.ndarray:
+        """Pack runs (request rows in Ray order, with counts). Returns the units
+        left per run; the context's node list is rewritten as Ray's is."""
+        c, p, rq = self.ctx, self.ctx.p, self.rq
+        runs = np.asarray(run_req, IDX)
+        left = np.asarray(run_cnt, CNT).copy()
+        K = len(runs)
+        # §4.4: a resize in flight counts at its desired size.
+        for m in c.nodes[c.ippr_attached[c.nodes]].tolist():
+            if ippr.in_progress(c, m):
+                ippr.update_totals(c, m, *c.ippr_desired[m])
+        sa = c.src(self.source)
+        # §4.2 pre-filter: running nodes that cannot fit any shape wait at the end.
+        nodes = c.nodes
+        live_q = np.unique(runs[left > 0])
+        fits_any = np.zeros(len(nodes), bool)
+        for q in live_q:
+            cols = rq.cols[q, : rq.ncols[q]]
+            fits_any |= np.all(sa.free[nodes][:, cols] >= rq.table.qty[q, cols], axis=1)
+        exhausted = (c.status[nodes] == Status.RAY_RUNNING) & ~fits_any & (len(live_q) > 0)
+        cands = nodes[~exhausted]
+        # §4.3 existing nodes first.
+        cls, ncls = classes(c, cands, sa)
+        picker = Picker(self, cands, cls, ncls, K)
+        target, left = self._loop(picker, runs, left)
+        nodes_after = np.concatenate([np.asarray(target, IDX), picker.remaining(),
+                                      nodes[exhausted]])
+        if c.ippr_attached[nodes_after].any() and left.any():
+            nodes_after, left = self._ippr_pass(runs, left, nodes_after)
+        # §4.5 new nodes, one template per type with room, in config order.
+        avail = c.type_available()
+        launched = []
+        if left.any():
+            tmpl = [self._template(t) for t in range(p.T) if avail[t] > 0]
+            picker = Picker(self, np.asarray(tmpl, IDX), np.full(c.M, -1, IDX), 0, K)
+            cap = p.max_num_nodes
+
+            def full(n_won):
+                return cap >= 0 and len(nodes_after) + n_won >= cap
+
+            def refill(m, pk):
+                t = int(c.type[m])
+                avail[t] -= 1
+                if avail[t] > 0:
+                    pk.add(self._template(t))
+            launched, left = self._loop(picker, runs, left, on_win=refill, stop=full)
+        c.nodes = np.concatenate([nodes_after, np.asarray(launched, IDX)]).astype(IDX)
+        self.types_left, self.n_nodes = avail, len(c.nodes)
+        return left
+
+    def _template(self, t: int) -> int:
+        """A fresh TO_LAUNCH node of type t; an IPPR group's is sized at its max."""
+        c = self.ctx
+        m = int(c.new_slots(t, 1)[0])
+        gmax = c.p.type_ippr_max[t]
+        if not np.isnan(gmax[0]):
+            have = [c.total[m, col] if (c.order[m] == col).any() else 0.0
+                    for col in (c.p.col("CPU"), c.p.col("memory"))]
+            ippr.update_totals(c, m, float(max(gmax[0], have[0])), float(max(gmax[1], have[1])))
+        return m
+
+    def _ippr_pass(self, runs, left, nodes_after):
+        """§4.4: nodes that may still grow in place, at their max size, before any
+        new node; winners get a resize queued, the others stay as they were."""
+        c = self.ctx
+        up = np.array([ippr.can_resize_up(c, m) for m in nodes_after.tolist()], bool)
+        rest, cands = nodes_after[~up], nodes_after[up]
+        if not len(cands):
+            return nodes_after, left
+        saved = c.save_rows(cands)
+        for m in cands.tolist():
+            ippr.update_totals(c, m, *c.ippr_max[m])
+        cls, ncls = classes(c, cands, c.src(self.source))
+        picker = Picker(self, cands, cls, ncls, len(runs))
+        winners, left = self._loop(picker, runs, left,
+                                   on_win=lambda m, pk: ippr.queue_resize(c, m))
+        others = picker.remaining()
+        c.load_rows(saved, others)          # not chosen: back to their size before the raise
+        return np.concatenate([rest, np.asarray(winners, IDX), others]), left
