@@ -12,7 +12,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from .dtypes import CNT, IDX, QTY, GPU, Kind, Status
+from .dtypes import CNT, IDX, IMPLICIT_PREFIX, PRIVATE_PREFIX, QTY, GPU, Kind, Status
 from .problem import Problem, ProblemError
 from . import ippr as _ippr
 from .ippr import IpprState
@@ -128,6 +128,19 @@ def _new_node_free(cap: np.ndarray, order: np.ndarray, implicit: np.ndarray) -> 
     return free
 
 
+def _columns(ns: NodeSpec, vocab: Vocab, private: set) -> dict:
+    """Column of each resource a running node names; private ones take the
+    node's next pseudo column."""
+    col, j = {}, 0
+    for k in dict.fromkeys([*ns.total, *(ns.available or {})]):
+        if k in private:
+            col[k] = vocab[f"{PRIVATE_PREFIX}{j}"]
+            j += 1
+        else:
+            col[k] = vocab[k]
+    return col
+
+
 def _order_row(keys, vocab: Vocab, R: int) -> np.ndarray:
     row = np.full(R, -1, dtype=IDX)
     for j, k in enumerate(keys):
@@ -179,6 +192,7 @@ def build_problem(
     extra_types: list[str] = []
 
     kept: list[int] = []
+    node_names: dict[str, int] = {}      # resource name -> running nodes naming it
     skipped: list[tuple[int, str]] = []
     outdated: list[bool] = []
     for i, ns in enumerate(nodes):
@@ -202,10 +216,8 @@ def build_problem(
                 continue
             if ns.type not in type_index and ns.type not in extra_types:
                 extra_types.append(ns.type)   # kept and reported (quirk Q3 fixed)
-            for k in ns.total:
-                vocab.add(k)
-            for k in (ns.available or {}):
-                vocab.add(k)
+            for k in dict.fromkeys([*ns.total, *(ns.available or {})]):
+                node_names[k] = node_names.get(k, 0) + 1
             for k in (ns.labels or {}):
                 lvocab.add(k)
             outdated.append(False)
@@ -228,6 +240,19 @@ def build_problem(
     gang_specs = [b for g in gangs for b in g.requests]
     all_specs = list(requests) + list(constraint or ()) + gang_specs
     collect_names(all_specs, vocab, lvocab)
+    # Private columns (a raylet's node:<ip>): named by one node only, by no type or
+    # request. They never decide anything, so each node's k-th private resource
+    # shares the pseudo column PRIVATE_PREFIX + k instead of widening every row.
+    private = {k for k, c in node_names.items()
+               if c == 1 and k not in vocab and not k.startswith(IMPLICIT_PREFIX)}
+    for k in node_names:
+        if k not in private:
+            vocab.add(k)
+    n_private = max((sum(1 for k in dict.fromkeys([*nodes[i].total, *(nodes[i].available or {})])
+                         if k in private)
+                     for i in kept if nodes[i].total is not None), default=0)
+    for j in range(n_private):
+        vocab.add(f"{PRIVATE_PREFIX}{j}")
     any_ippr = any(ts.ippr_max is not None for ts in types) or any(
         nodes[i].ippr is not None for i in kept)
     if any_ippr:
@@ -286,6 +311,7 @@ def build_problem(
     node_idle = np.zeros(N, dtype=CNT)
     node_has_ray = np.zeros(N, dtype=bool)
     node_hash: list[str] = []
+    node_private: list[tuple] = []
     clamped = 0
     implicit = vocab.implicit_mask()
     for n, i in enumerate(kept):
@@ -297,13 +323,19 @@ def build_problem(
         node_kind[n] = int(ns.kind)
         if outdated[n]:
             node_hash.append("")
+            node_private.append(())
             continue      # an empty, already-terminated node (RAY_V2_SEMANTICS §2.1 item 4)
         if int(ns.status) == Status.RAY_RUNNING:
+            col = _columns(ns, vocab, private)
+            mine = []
             for k, v in ns.total.items():
-                node_total[n, vocab[k]] = _qty(v, f"{where}.total_resources[{k!r}]")
-            node_order[n] = _order_row(ns.total.keys(), vocab, R)
+                node_total[n, col[k]] = _qty(v, f"{where}.total_resources[{k!r}]")
+                if k in private:
+                    mine.append((k, node_total[n, col[k]]))
+            node_order[n, : len(ns.total)] = [col[k] for k in ns.total]
+            node_private.append(tuple(mine))
             for k, v in (ns.available or {}).items():
-                c = vocab[k]
+                c = col[k]
                 q = _qty(v, f"{where}.available_resources[{k!r}]")
                 tot = node_total[n, c]
                 if q > tot and tot > 0 and k in ns.total:
@@ -317,6 +349,7 @@ def build_problem(
             node_has_ray[n] = bool(ns.ray_node_id)
             node_hash.append(ns.launch_hash or "")
         else:
+            node_private.append(())
             # A pending node is modelled from its type config (§2.1 item 4).
             node_total[n] = type_cap[t]
             node_order[n] = type_order[t]
@@ -410,6 +443,7 @@ def build_problem(
         node_outdated=np.asarray(outdated, dtype=bool),
         node_launch_hash=tuple(node_hash),
         node_ippr=ippr_nodes,
+        node_private=tuple(node_private),
         shape_qty=table.qty[:S],
         shape_present=table.present[:S],
         shape_count=shape_count,

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .dtypes import CNT, IDX, QTY, Cause, Kind, Sched, Status
+from .dtypes import CNT, IDX, PRIVATE_PREFIX, QTY, Cause, Kind, Sched, Status
 from .problem import Problem
 
 DEMAND, CONSTRAINT = 0, 1
@@ -73,6 +73,8 @@ class Context:
             a[:N] = v
             setattr(self, "ippr_" + k, a)
         self.nodes = np.arange(N, dtype=IDX)   # Ray's node list, as slot ids
+        # Pseudo columns holding each node's private resources (engine.build).
+        self.private = np.array([n.startswith(PRIVATE_PREFIX) for n in p.resources], bool)
 
     def src(self, s: int) -> SimpleNamespace:
         """The availability and placement arrays of one request source."""
@@ -80,7 +82,8 @@ class Context:
         return SimpleNamespace(**{k: getattr(self, pre + k) for k in _SRC})
 
     def _arrays(self):
-        return [k for k, v in vars(self).items() if isinstance(v, np.ndarray) and k != "nodes"]
+        return [k for k, v in vars(self).items()
+                if isinstance(v, np.ndarray) and k not in ("nodes", "private")]
 
     # ---- slots -----------------------------------------------------------------------
     def _grow(self, need: int) -> None:

@@ -14,6 +14,7 @@ CODE = np.int8        # small enum codes
 NONE = -1             # "absent" for index arrays (no label value, no type, padding)
 
 IMPLICIT_PREFIX = "node:__internal_implicit_resource_"
+PRIVATE_PREFIX = "<private>:"     # pseudo columns for resources only one node names
 GPU = "GPU"
 
 

@@ -17,25 +17,75 @@ from .requests_view import Requests
 
 
 def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int]:
-    """Ray's NodeStateCache: non-running candidates with equal (type, kind, totals,
-    availability for this source, labels) are tried once per call; running
-    nodes always apart."""
+    """Equivalence classes of candidates: each class is tried once per pick, by
+    its first member in list order.
+
+    Non-running nodes follow Ray's NodeStateCache exactly: equal (type, kind,
+    totals, availability for this source, labels), placed requests ignored.
+    Running nodes, which Ray tries one by one, are grouped only when nothing
+    that decides a walk or a score differs - type, kind, labels, totals in dict
+    order, availability, placed-request marks - apart from private columns
+    (a raylet's ``node:<ip>`` resource: on that node only, requested by nobody,
+    fully free, so its utilisation term is an exact 0). Their first member then
+    wins exactly when Ray's would, so the decision is unchanged.
+    """
     cls = np.full(ctx.M, -1, IDX)
-    pend = cands[ctx.status[cands] != Status.RAY_RUNNING]
-    if pend.size == 0:
-        return cls, 0
-    tp = np.zeros((pend.size, ctx.p.R), bool)
-    o = ctx.order[pend]
-    rows = np.broadcast_to(np.arange(pend.size)[:, None], o.shape)
+    running = ctx.status[cands] == Status.RAY_RUNNING
+    pend, run = cands[~running], cands[running]
+    n = 0
+    if pend.size:
+        tp = _listed(ctx, pend)
+        fp = sa.present[pend]
+        key = np.hstack([
+            ctx.type[pend, None].astype(float), ctx.kind[pend, None].astype(float),
+            np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp,
+            ctx.label[pend].astype(float)])
+        _, inv = np.unique(key, axis=0, return_inverse=True)
+        cls[pend] = inv.reshape(-1)
+        n = int(inv.max()) + 1
+    if run.size > 1:
+        cls[run] = _running_classes(ctx, run, sa, n)
+        n = max(n, int(cls[run].max()) + 1)
+    return cls, n
+
+
+def _listed(ctx: Context, slots: np.ndarray) -> np.ndarray:
+    tp = np.zeros((slots.size, ctx.p.R), bool)
+    o = ctx.order[slots]
+    rows = np.broadcast_to(np.arange(slots.size)[:, None], o.shape)
     tp[rows[o >= 0], o[o >= 0]] = True
-    fp = sa.present[pend]
+    return tp
+
+
+def _running_classes(ctx: Context, run: np.ndarray, sa, base: int) -> np.ndarray:
+    priv = ctx.private
+    tp = _listed(ctx, run)
+    fp = sa.present[run]
+    # A private column must be a plain "1 of 1 free" entry, else the node stays alone.
+    pv_tot = np.where(tp[:, priv], ctx.total[run][:, priv], 0.0)
+    pv_free = np.where(fp[:, priv], sa.free[run][:, priv], 0.0)
+    odd = ((pv_tot != pv_free) | (tp[:, priv] != fp[:, priv])).any(axis=1)
+    order = _compact(ctx.order[run], priv)
+    pub = ~priv
     key = np.hstack([
-        ctx.type[pend, None].astype(float), ctx.kind[pend, None].astype(float),
-        np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp,
-        ctx.label[pend].astype(float)])
+        ctx.type[run, None].astype(float), ctx.kind[run, None].astype(float),
+        order.astype(float), np.where(tp[:, pub], ctx.total[run][:, pub], 0.0), tp[:, pub],
+        np.where(fp[:, pub], sa.free[run][:, pub], 0.0), fp[:, pub], sa.placed_res[run],
+        sa.placed_gpu[run, None], sa.hist[run].astype(float), sa.nhist[run, None],
+        ctx.label[run].astype(float), tp[:, priv].sum(axis=1, keepdims=True),
+        np.where(odd, np.arange(run.size), -1)[:, None].astype(float)])
     _, inv = np.unique(key, axis=0, return_inverse=True)
-    cls[pend] = inv.reshape(-1)
-    return cls, int(inv.max()) + 1
+    return base + inv.reshape(-1)
+
+
+def _compact(order: np.ndarray, priv: np.ndarray) -> np.ndarray:
+    """Order rows without the private columns, remaining entries kept in order."""
+    out = np.full_like(order, -1)
+    keep = (order >= 0) & ~priv[np.maximum(order, 0)]
+    for i in range(order.shape[0]):
+        row = order[i][keep[i]]
+        out[i, : row.size] = row
+    return out
 
 
 class Picker:

@@ -70,6 +70,8 @@ class Problem:
     node_outdated: np.ndarray           # (N,) bool: already terminated as OUTDATED when built
     node_launch_hash: tuple[str, ...]   # (N,)
     node_ippr: dict                     # engine.ippr.FIELDS -> (N,) / (N, 2) arrays
+    node_private: tuple                 # (N,) per node ((name, total), ...) of its private
+                                        # resources, held in the PRIVATE_PREFIX columns
 
     # --- demand: request runs (shape + count), in input order, never expanded ------
     shape_qty: np.ndarray               # (S, R) f8

@@ -20,7 +20,7 @@ from ray.core.generated.instance_manager_pb2 import Instance, LaunchRequest, Ter
 from engine.build import NodeSpec, NodeTypeSpec, build_problem
 from engine.ippr import K8S_NEW, K8S_NONE, K8S_OTHER, IpprState
 from engine.requests import GangSpec, RequestSpec
-from engine.dtypes import Cause, Status
+from engine.dtypes import PRIVATE_PREFIX, Cause, Status
 from engine.plan import Plan
 from engine.problem import Problem, ProblemError
 
@@ -226,7 +226,13 @@ def encode(d: Decoded, plan: Plan, *, new_id: Callable[[], str] = lambda: str(uu
         k = int(plan.infeasible[s])
         if k:
             infeasible.extend([d.requests[int(s)]] * k)   # count-expanded, as Ray (Q10)
-    cluster = {p.resources[r]: float(plan.cluster_resources[r]) for r in _total_keys(p, plan)}
+    cluster = {p.resources[r]: float(plan.cluster_resources[r]) for r in _total_keys(p, plan)
+               if not p.resources[r].startswith(PRIVATE_PREFIX)}
+    live = np.ones(p.N, bool)
+    live[plan.term_node] = False
+    for n in np.flatnonzero(live):
+        for name, value in p.node_private[n]:
+            cluster[name] = cluster.get(name, 0.0) + float(value)
     return SchedulingReply(
         to_launch=to_launch,
         to_terminate=to_terminate,
