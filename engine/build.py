@@ -339,8 +339,8 @@ def build_problem(
                 q = _qty(v, f"{where}.available_resources[{k!r}]")
                 tot = node_total[n, c]
                 if q > tot and tot > 0 and k in ns.total:
-                    q = tot      # quirk Q12: Ray asserts here; the engine clamps and counts
-                    clamped += 1
+                    clamped += 1   # quirk Q12: Ray asserts if this node is scored; the
+                                   # score kernel clamps its utilisation at 0 instead
                 node_free[n, c] = q
                 node_present[n, c] = True
             for k, v in (ns.labels or {}).items():

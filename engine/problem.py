@@ -94,7 +94,8 @@ class Problem:
     idle_timeout_s: float               # NaN = idle termination off
     disable_launch_config_check: bool
     conserve_gpu: bool                  # AUTOSCALER_CONSERVE_GPU_NODES
-    clamped: int = 0                    # available > total entries clamped (quirk Q12 fix)
+    clamped: int = 0                    # available > total entries (quirk Q12: their
+                                        # utilisation is clamped at 0 when scored)
     skipped: tuple[tuple[int, str], ...] = field(default=())  # (input index, why) not made nodes
 
     @property

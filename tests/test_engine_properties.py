@@ -70,10 +70,12 @@ def test_unknown_running_type_is_kept_not_a_crash():
     assert p.type_names[1] == "gone" and not p.type_configured[1]
 
 
-def test_available_above_total_is_clamped_and_counted():
-    """Quirk Q12 fixed: Ray asserts on utilisation > 1; the engine clamps and reports."""
+def test_available_above_total_is_counted_and_scored_without_crash():
+    """Quirk Q12 fixed: Ray asserts when such a node is scored; the engine keeps
+    Ray's fit (6 free CPUs hold one {CPU: 4}), counts the entry and clamps the
+    utilisation term at 0."""
     t = [NodeTypeSpec("a", {"CPU": 4.0}, max_workers=2)]
     p = build_problem(t, [NodeSpec("a", total={"CPU": 4.0}, available={"CPU": 6.0},
                                    ray_node_id="x")], [RequestSpec({"CPU": 4.0}, 2)])
-    assert p.clamped == 1 and p.node_free[0, 0] == 4.0
+    assert p.clamped == 1 and p.node_free[0, 0] == 6.0
     assert schedule(p).launches() == {"a": 1}

@@ -57,7 +57,8 @@ class EngineScheduler(ResourceDemandScheduler):
             self._pending_since = plan.pending_since
         if decoded.problem.clamped:
             self.stats["clamped_available"] += decoded.problem.clamped
-            logger.warning("vecsched: %d available > total entries clamped (Ray would assert)",
+            logger.warning("vecsched: %d available > total entries (utilisation clamped at 0; "
+                           "Ray would assert if it scored them)",
                            decoded.problem.clamped)
         if self._event_logger is not None:
             try:

@@ -30,6 +30,8 @@ def _util_terms(total, order, free, present):
         if v == 0.0 or not present[r]:
             continue
         u = (v - free[r]) / v
+        if u < 0.0:
+            u = 0.0      # available > total: Ray asserts (quirk Q12); clamp instead
         term = v * math.pow(u, 3.0)
         if n == 0:
             lo = term
