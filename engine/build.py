@@ -15,6 +15,7 @@ import numpy as np
 from .dtypes import CNT, IDX, IMPLICIT_PREFIX, PRIVATE_PREFIX, QTY, GPU, Kind, Status
 from .problem import Problem, ProblemError
 from . import ippr as _ippr
+from .build_nodes import encode_running
 from .ippr import IpprState
 from .requests import GangSpec, RequestSpec, collect_names, encode
 from .vocab import Vocab
@@ -126,19 +127,6 @@ def _new_node_free(cap: np.ndarray, order: np.ndarray, implicit: np.ndarray) -> 
     present[t, order[t, j]] = True
     free[:, implicit] = np.where(present[:, implicit], free[:, implicit], 1.0)
     return free
-
-
-def _columns(ns: NodeSpec, vocab: Vocab, private: set) -> dict:
-    """Column of each resource a running node names; private ones take the
-    node's next pseudo column."""
-    col, j = {}, 0
-    for k in dict.fromkeys([*ns.total, *(ns.available or {})]):
-        if k in private:
-            col[k] = vocab[f"{PRIVATE_PREFIX}{j}"]
-            j += 1
-        else:
-            col[k] = vocab[k]
-    return col
 
 
 def _order_row(keys, vocab: Vocab, R: int) -> np.ndarray:
@@ -310,53 +298,33 @@ def build_problem(
     node_label = np.full((N, L), -1, dtype=IDX)
     node_idle = np.zeros(N, dtype=CNT)
     node_has_ray = np.zeros(N, dtype=bool)
-    node_hash: list[str] = []
-    node_private: list[tuple] = []
-    clamped = 0
+    node_hash: list[str] = [""] * N
+    node_private: list[tuple] = [()] * N
     implicit = vocab.implicit_mask()
+    running = []
     for n, i in enumerate(kept):
         ns = nodes[i]
-        where = f"instances[{i}]"
         t = all_type_index[ns.type]
         node_type[n] = t
         node_status[n] = int(ns.status)
         node_kind[n] = int(ns.kind)
         if outdated[n]:
-            node_hash.append("")
-            node_private.append(())
             continue      # an empty, already-terminated node (RAY_V2_SEMANTICS §2.1 item 4)
         if int(ns.status) == Status.RAY_RUNNING:
-            col = _columns(ns, vocab, private)
-            mine = []
-            for k, v in ns.total.items():
-                node_total[n, col[k]] = _qty(v, f"{where}.total_resources[{k!r}]")
-                if k in private:
-                    mine.append((k, node_total[n, col[k]]))
-            node_order[n, : len(ns.total)] = [col[k] for k in ns.total]
-            node_private.append(tuple(mine))
-            for k, v in (ns.available or {}).items():
-                c = col[k]
-                q = _qty(v, f"{where}.available_resources[{k!r}]")
-                tot = node_total[n, c]
-                if q > tot and tot > 0 and k in ns.total:
-                    clamped += 1   # quirk Q12: Ray asserts if this node is scored; the
-                                   # score kernel clamps its utilisation at 0 instead
-                node_free[n, c] = q
-                node_present[n, c] = True
-            for k, v in (ns.labels or {}).items():
-                node_label[n, lvocab[k]] = values.add(str(v))
-            node_idle[n] = _count(ns.idle_ms, f"{where}.idle_duration_ms")
-            node_has_ray[n] = bool(ns.ray_node_id)
-            node_hash.append(ns.launch_hash or "")
+            running.append(n)
         else:
-            node_private.append(())
             # A pending node is modelled from its type config (§2.1 item 4).
             node_total[n] = type_cap[t]
             node_order[n] = type_order[t]
             node_free[n] = type_cap[t]
             node_present[n, type_order[t][type_order[t] >= 0]] = True
             node_label[n] = type_label[t]
-            node_hash.append("")
+    clamped = encode_running(
+        nodes, kept, running, vocab, lvocab, values, private, PRIVATE_PREFIX,
+        dict(node_total=node_total, node_order=node_order, node_free=node_free,
+             node_present=node_present, node_label=node_label, node_idle=node_idle,
+             node_has_ray=node_has_ray, node_hash=node_hash, node_private=node_private),
+        _qty)
     node_free[:, implicit] = np.where(node_present[:, implicit], node_free[:, implicit], 1.0)
 
     # ---- demand: plain runs, the constraint's requests, then gang bundles ----------
