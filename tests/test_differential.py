@@ -20,7 +20,7 @@ from .compare import decisions, diff, ray_quirk  # noqa: E402
 from .rayfixed import schedule_fixed  # noqa: E402
 from .raygen import make_request  # noqa: E402
 
-N_CASES = int(os.environ.get("VECSCHED_DIFF_CASES", "400"))
+N_CASES = int(os.environ.get("VECSCHED_DIFF_CASES", "1200"))
 
 
 def run_case(seed: int, max_nodes: int) -> str:
