@@ -85,6 +85,8 @@ class Context:
         return [k for k, v in vars(self).items()
                 if isinstance(v, np.ndarray) and k not in ("nodes", "private")]
 
+    _tx = None
+
     # ---- slots -----------------------------------------------------------------------
     def _grow(self, need: int) -> None:
         cap = self.type.shape[0]
@@ -127,9 +129,25 @@ class Context:
         return np.arange(m0, m0 + k, dtype=IDX)
 
     # ---- transactions (a gang or a constraint is all or nothing) ------------------------
-    def snapshot(self):
-        M = self.M
-        return M, self.nodes.copy(), {k: getattr(self, k)[:M].copy() for k in self._arrays()}
+    def begin(self) -> None:
+        """Start recording: rows are saved the first time a slot is touched."""
+        self._tx = (self.M, self.nodes.copy(), {})
+
+    def touch(self, m: int) -> None:
+        """Call before changing slot m's rows inside a transaction."""
+        tx = getattr(self, "_tx", None)
+        if tx is not None and m < tx[0] and m not in tx[2]:
+            tx[2][m] = {k: getattr(self, k)[m].copy() for k in self._arrays()}
+
+    def rollback(self) -> None:
+        M, nodes, saved = self._tx
+        for m, rows in saved.items():
+            for k, v in rows.items():
+                getattr(self, k)[m] = v
+        self.M, self.nodes, self._tx = M, nodes, None
+
+    def commit(self) -> None:
+        self._tx = None
 
     def save_rows(self, slots: np.ndarray) -> dict:
         saved = {k: getattr(self, k)[slots].copy() for k in self._arrays()}
@@ -141,17 +159,11 @@ class Context:
         slots given to save_rows)."""
         if not len(slots):
             return
-        pos = {int(m): i for i, m in enumerate(saved["_slots"])} if "_slots" in saved else None
+        pos = {int(m): i for i, m in enumerate(saved["_slots"])}
         rows = [pos[int(m)] for m in slots]
         for k, v in saved.items():
             if k != "_slots":
                 getattr(self, k)[slots] = v[rows]
-
-    def restore(self, snap) -> None:
-        M, nodes, rows = snap
-        for k, v in rows.items():
-            getattr(self, k)[:M] = v
-        self.M, self.nodes = M, nodes
 
     # ---- views -----------------------------------------------------------------------
     def live(self) -> np.ndarray:

@@ -76,6 +76,7 @@ def queue_resize(ctx, m: int) -> None:
     when the desired values change."""
     cpu, mem = ctx.ippr_max[m]
     if cpu != ctx.ippr_desired[m, 0] or mem != ctx.ippr_desired[m, 1]:
+        ctx.touch(m)
         ctx.ippr_desired[m] = (cpu, mem)
         ctx.ippr_resizing[m] = False
         ctx.ippr_k8s[m] = K8S_NEW
@@ -86,6 +87,7 @@ def update_totals(ctx, m: int, cpu: float, mem: float) -> None:
     (clamped at 0; a missing key joins the end of the dict), each availability of
     both sources moved by the same delta (clamped at 0, and now present)."""
     p = ctx.p
+    ctx.touch(m)
     for col, new in ((p.col("CPU"), cpu), (p.col("memory"), mem)):
         row = ctx.order[m]
         listed = bool((row == col).any())

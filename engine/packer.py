@@ -162,6 +162,7 @@ class Packer:
             m = int(picker.cands[i])
             taken = picker.tk[i].copy()
             sa = c.src(self.source)
+            c.touch(m)
             _commit(m, sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any,
                     c.label, sa.hist, sa.nhist, p.implicit, p.exact, runs, left,
                     self.rq.kernel, np.zeros(len(runs), np.int64))
@@ -202,7 +203,7 @@ class Packer:
         target, left = self._loop(picker, runs, left)
         nodes_after = np.concatenate([np.asarray(target, IDX), picker.remaining(),
                                       nodes[exhausted]])
-        if c.ippr_attached[nodes_after].any() and left.any():
+        if c.ippr_attached[nodes_after].any():   # reorders the list even with no demand left
             nodes_after, left = self._ippr_pass(runs, left, nodes_after)
         # §4.5 new nodes, one template per type with room, in config order.
         avail = c.type_available()

@@ -145,11 +145,12 @@ def enforce_constraint(ctx: Context, rq: Requests) -> bool:
     if not p.has_constraint:
         return False
     runs, cnts, _ = _sorted_runs(rq, p, list(zip(p.con_req.tolist(), p.con_count.tolist())))
-    snap = ctx.snapshot()
+    ctx.begin()
     left = Packer(ctx, rq, CONSTRAINT).run(runs, cnts)
     if left.sum() > 0:
-        ctx.restore(snap)
+        ctx.rollback()
         return True
+    ctx.commit()
     return False
 
 
@@ -162,11 +163,13 @@ def sched_gangs(ctx: Context, rq: Requests) -> np.ndarray:
     order = gang_order(p.gang_key)
     for g in order:
         runs, cnts = _merged_runs(rq, p, rq.gang_requests(g))
-        snap = ctx.snapshot()
+        ctx.begin()
         left = Packer(ctx, rq, DEMAND).run(runs, cnts)
         if left.sum() > 0:
-            ctx.restore(snap)
+            ctx.rollback()
             bad[g] = True
+        else:
+            ctx.commit()
     return bad, order
 
 
