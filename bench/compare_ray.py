@@ -3,7 +3,7 @@ and check that they decide the same.
 
     python bench/compare_ray.py [--nodes 1000] [--requests 1000] [--shapes 20]
         [--scenario saturated|fragmented] [--seed 0] [--repeat 5] [--ray-cap 60]
-        [--grid] [--json]
+        [--grid] [--json] [--profile TOP]
 
 One SchedulingRequest is built from the seeded generator in
 bench/benchmarks/common.py (building is not timed). The engine is warmed up first
@@ -59,15 +59,20 @@ def decisions(reply) -> dict:
 
 
 def _show(key, value) -> str:
-    if key in ("infeasible", "infeasible_gang"):
-        from ray.core.generated.autoscaler_pb2 import ResourceRequest
-        out = {}
-        for blob, k in value.items():
+    """Readable form of a multiset of serialized messages (bundles for requests)."""
+    from ray.core.generated.autoscaler_pb2 import GangResourceRequest, ResourceRequest
+    out = {}
+    for blob, k in value.items():
+        if key == "infeasible":
             m = ResourceRequest()
             m.ParseFromString(blob)
-            out[json.dumps(dict(sorted(m.resources_bundle.items())))] = k
-        return json.dumps(out, sort_keys=True)
-    return str(value)
+            name = json.dumps(dict(sorted(m.resources_bundle.items())))
+        else:
+            m = GangResourceRequest()
+            m.ParseFromString(blob)
+            name = json.dumps([dict(sorted(r.resources_bundle.items())) for r in m.requests])
+        out[name] = k
+    return json.dumps(out, sort_keys=True)
 
 
 def diff(ray: dict, eng: dict) -> list[str]:
@@ -188,6 +193,36 @@ def run_one(nodes, units, shapes, scenario, seed, repeat, cap) -> dict:
     return row
 
 
+def profile(nodes, units, shapes, scenario, seed, top, calls) -> int:
+    import cProfile
+    import pstats
+
+    import engine
+    from adapters.ray import EngineScheduler
+    engine.warmup()
+    req = common.make_request(nodes=nodes, units=units, shapes=shapes, scenario=scenario,
+                              seed=seed)
+    sched = EngineScheduler()
+    sched.schedule(copy.deepcopy(req))            # steady state: vocab known, kernels loaded
+    prof = cProfile.Profile()
+    walls, timing = [], []
+    for _ in range(calls):
+        r = copy.deepcopy(req)
+        t0 = time.perf_counter()
+        prof.enable()
+        sched.schedule(r)
+        prof.disable()
+        walls.append(time.perf_counter() - t0)
+        timing.append(sched.last_timing)
+    parts = {k: round(statistics.median(t[k] for t in timing), 4) for k in timing[0]}
+    print(f"cProfile of {calls} EngineScheduler.schedule calls (after one unprofiled call), "
+          f"{scenario} {nodes} nodes / {units} units / {shapes} shapes, seed {seed}: "
+          f"median {statistics.median(walls):.4f} s per call under the profiler; "
+          f"median last_timing {parts}")
+    pstats.Stats(prof, stream=sys.stdout).strip_dirs().sort_stats("cumulative").print_stats(top)
+    return 0
+
+
 # ---- output ---------------------------------------------------------------------------------
 def _fmt_s(x) -> str:
     return "-" if x is None else f"{x:.4f}" if x < 10 else f"{x:.2f}"
@@ -229,7 +264,12 @@ def main(argv=None) -> int:
     ap.add_argument("--grid", action="store_true",
                     help="nodes 100/1000/3000 x requests 1000/10000 x both scenarios")
     ap.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    ap.add_argument("--profile", type=int, metavar="TOP", default=0,
+                    help="skip Ray; cProfile --repeat EngineScheduler.schedule calls (after "
+                         "one unprofiled call) and print the TOP functions by cumulative time")
     a = ap.parse_args(argv)
+    if a.profile:
+        return profile(a.nodes, a.requests, a.shapes, a.scenario, a.seed, a.profile, a.repeat)
 
     import engine
     t0 = time.perf_counter()

@@ -22,9 +22,11 @@ Every quantity sits on a dyadic grid (quarter CPUs and GPUs, whole GiB, accelera
 markers of 2**-10 instead of Ray's 0.001) so float sums are exact and Ray and the
 engine cannot disagree on a tie through rounding (RAY_V2_SEMANTICS.md §8).
 
-This engine version hands gang requests, label selectors, placement constraints,
-cluster resource constraints, IPPR and ``pending_idle_timeout_s`` to Ray
-(``adapters/ray/codec.py: unsupported``), so these generators produce none of them.
+``cluster_v1`` was written while the engine handed gang requests, label selectors,
+placement constraints, cluster resource constraints, IPPR and
+``pending_idle_timeout_s`` to Ray (``adapters/ray/codec.py: unsupported``), so it
+produces none of them; its ``gangs`` argument must stay 0. Demand of those kinds
+belongs in a new generator version.
 
 APPEND-ONLY: never change what an existing generator returns for given arguments
 (old benchmark results would silently stop being comparable). Add ``cluster_v2``
@@ -37,6 +39,7 @@ turns it into Ray's ``SchedulingRequest`` and ``engine_problem`` into the engine
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -248,14 +251,16 @@ def cluster_v1(nodes: int = 1000, units: int = 1000, shapes: int = 20,
     """
     if gangs:
         raise NotImplementedError(
-            "gangs > 0: this engine version hands gang requests (placement groups) to "
-            "Ray's own scheduler (adapters/ray/codec.py unsupported()), so benchmarking "
-            "them would time Ray, not the engine. Add a cluster_v2 generator with gangs "
-            "once the engine models them.")
+            "cluster_v1(gangs > 0): this generator makes no gang requests (placement "
+            "groups); it was written while the engine handed them to Ray's own scheduler "
+            "(adapters/ray/codec.py unsupported()), where timing them would time Ray. "
+            "Add a cluster_v2 generator with gangs instead of changing cluster_v1's output.")
     if scenario not in SCENARIOS:
         raise ValueError(f"scenario must be one of {SCENARIOS}, got {scenario!r}")
     if nodes < 0 or units < 0 or shapes < 0:
         raise ValueError("nodes, units and shapes must be >= 0")
+    if units and not shapes:
+        raise ValueError("units > 0 needs shapes >= 1")
     params = dict(nodes=nodes, units=units, shapes=shapes, scenario=scenario, seed=seed)
     if degenerate:
         params["degenerate"] = True
@@ -397,6 +402,13 @@ def make_request(**kw):
 def make_problem(**kw):
     """``engine_problem(cluster_v1(**kw))``."""
     return engine_problem(cluster_v1(**kw))
+
+
+@functools.lru_cache(maxsize=4)
+def cached_problem(**kw):
+    """``make_problem`` memoised per process (a Problem is read-only), so repeated
+    benchmark setups in one process build it once."""
+    return make_problem(**kw)
 
 
 # ---- append-only guard -----------------------------------------------------------------------

@@ -1,0 +1,125 @@
+"""asv benchmarks of the engine, one class per area (numpy's benchmarks/ style).
+
+Data come from the seeded, append-only generators in ``common.py`` (the synthetic
+cluster of RAY_V2_SEMANTICS.md §11, saturated scenario unless a parameter says
+otherwise). Setup builds inputs and warms the numba kernels up; only the call
+named by the method is measured. Larger grids from the issue (30k nodes, 1M units,
+1k gangs) are to be added later as new classes / params, with a generator version
+that makes gangs (``cluster_v1`` makes none); the CI smoke (every param once) must
+stay under 3 minutes.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+from . import common  # noqa: I001  (first: puts the repo root on sys.path)
+
+import engine
+
+_SETUP_TIMEOUT = 600
+
+
+class Tick:
+    """One engine tick, ``engine.schedule(problem)``, on a pre-built Problem."""
+    params = ([1000, 10000], [1000, 100000], [10, 200])
+    param_names = ["nodes", "units", "shapes"]
+    timeout = _SETUP_TIMEOUT
+
+    def setup(self, nodes, units, shapes):
+        engine.warmup()
+        self.problem = common.cached_problem(nodes=nodes, units=units, shapes=shapes,
+                                             scenario="saturated", seed=0)
+
+    def time_tick(self, nodes, units, shapes):
+        engine.schedule(self.problem)
+
+
+class TickMemory:
+    """Peak RSS of a process that built the Problem and ran one tick."""
+    params = ([1000, 10000], [100000], [200])
+    param_names = ["nodes", "units", "shapes"]
+    timeout = _SETUP_TIMEOUT
+
+    def setup(self, nodes, units, shapes):
+        engine.warmup()
+        self.problem = common.cached_problem(nodes=nodes, units=units, shapes=shapes,
+                                             scenario="saturated", seed=0)
+
+    def peakmem_tick(self, nodes, units, shapes):
+        engine.schedule(self.problem)
+
+
+class EndToEnd:
+    """``EngineScheduler.schedule(SchedulingRequest)``: decode + engine + encode, as
+    inside Ray's autoscaler (one scheduler object across calls, vocabulary warm)."""
+    params = ([1000], [1000, 30000], ["saturated", "fragmented"])
+    param_names = ["nodes", "units", "scenario"]
+    timeout = _SETUP_TIMEOUT
+
+    def setup(self, nodes, units, scenario):
+        from adapters.ray import EngineScheduler
+        engine.warmup()
+        self.request = common.make_request(nodes=nodes, units=units, shapes=20,
+                                           scenario=scenario, seed=0)
+        self.scheduler = EngineScheduler(new_id=lambda: "id", now_ns=lambda: 0)
+        self.scheduler.schedule(self.request)
+
+    def time_end_to_end(self, nodes, units, scenario):
+        self.scheduler.schedule(self.request)
+
+
+class Quality:
+    """Decisions tracked beside speed: in ray-compat mode they must equal Ray's, so a
+    change here is a behaviour change (bench/compare_ray.py checks it against Ray)."""
+    params = ([1000], [1000, 100000], ["saturated", "fragmented"])
+    param_names = ["nodes", "units", "scenario"]
+    timeout = _SETUP_TIMEOUT
+
+    def setup(self, nodes, units, scenario):
+        engine.warmup()
+        self.plan = engine.schedule(common.cached_problem(
+            nodes=nodes, units=units, shapes=20, scenario=scenario, seed=0))
+
+    def track_nodes_launched(self, nodes, units, scenario):
+        return self.plan.n_launched
+    track_nodes_launched.unit = "nodes"
+
+    def track_nodes_terminated(self, nodes, units, scenario):
+        return int(len(self.plan.term_node))
+    track_nodes_terminated.unit = "nodes"
+
+    def track_infeasible_units(self, nodes, units, scenario):
+        return int(self.plan.infeasible.sum())
+    track_infeasible_units.unit = "units"
+
+
+_WARMUP = "import engine, sys; sys.stdout.write(repr(engine.warmup()))"
+
+
+def _warmup_in_subprocess(cache_dir: str) -> float:
+    root = str(common._ROOT)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=path)
+    out = subprocess.run([sys.executable, "-c", _WARMUP], env=env, capture_output=True,
+                         text=True, timeout=_SETUP_TIMEOUT, cwd=root)
+    if out.returncode:
+        raise RuntimeError(f"engine.warmup() subprocess failed:\n{out.stderr}")
+    return float(out.stdout.strip())
+
+
+class Warmup:
+    """``engine.warmup()`` seconds in a fresh interpreter: "cold" with an empty numba
+    cache (NUMBA_CACHE_DIR = a new temporary directory, i.e. full compilation),
+    "warm" on the second start with that cache filled (cache load only)."""
+    params = (["cold", "warm"],)
+    param_names = ["cache"]
+    timeout = _SETUP_TIMEOUT
+
+    def track_warmup_seconds(self, cache):
+        with tempfile.TemporaryDirectory(prefix="vecsched-numba-") as d:
+            first = _warmup_in_subprocess(d)
+            return first if cache == "cold" else _warmup_in_subprocess(d)
+    track_warmup_seconds.unit = "seconds"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Benchmark smoke for CI (under a minute on 2 cores; no timing is asserted):
+#   1. the published generator outputs have not drifted (append-only rule),
+#   2. every asv benchmark and param runs once (asv run --quick) on the interpreter,
+#   3. compare_ray.py runs Ray and the engine on one small tick and exits 1 if
+#      their decisions differ.
+# Usage: bash bench/smoke.sh   (PYTHON=... to choose the interpreter; default ../.venv)
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-../.venv/bin/python}
+PY=$("$PY" -c "import sys; print(sys.executable)")     # absolute, for asv -E existing:PY
+"$PY" -c "import asv" 2>/dev/null || "$PY" -m pip install -q "asv>=0.6"
+ASV=("$PY" -m asv)
+
+echo "== generator fingerprints"
+"$PY" benchmarks/common.py
+
+echo "== asv run --quick (existing environment = $PY)"
+"${ASV[@]}" machine --yes >/dev/null
+log=$(mktemp)
+"${ASV[@]}" run --quick -E "existing:$PY" --show-stderr 2>&1 | tee "$log"
+# asv 0.6 exits 2 when a benchmark fails (pipefail stops us above); older asv
+# versions exit 0, so also look for failures in the log.
+if grep -E "failed|Traceback" "$log" >/dev/null; then
+  echo "asv: a benchmark failed" >&2; rm -f "$log"; exit 1
+fi
+rm -f "$log"
+
+echo "== compare_ray.py (small)"
+"$PY" compare_ray.py --nodes 200 --requests 1000 --shapes 20 --repeat 1 --ray-cap 30
