@@ -7,6 +7,7 @@ which instances become scheduling nodes (RAY_V2_SEMANTICS.md §2.1).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
@@ -180,7 +181,7 @@ def build_problem(
     extra_types: list[str] = []
 
     kept: list[int] = []
-    node_names: dict[str, int] = {}      # resource name -> running nodes naming it
+    node_names: Counter = Counter()      # resource name -> running nodes naming it
     skipped: list[tuple[int, str]] = []
     outdated: list[bool] = []
     for i, ns in enumerate(nodes):
@@ -204,10 +205,14 @@ def build_problem(
                 continue
             if ns.type not in type_index and ns.type not in extra_types:
                 extra_types.append(ns.type)   # kept and reported (quirk Q3 fixed)
-            for k in dict.fromkeys([*ns.total, *(ns.available or {})]):
-                node_names[k] = node_names.get(k, 0) + 1
-            for k in (ns.labels or {}):
-                lvocab.add(k)
+            tot = ns.total
+            node_names.update(tot)
+            for k in (ns.available or ()):
+                if k not in tot:
+                    node_names[k] += 1
+            if ns.labels:
+                for k in ns.labels:
+                    lvocab.add(k)
             outdated.append(False)
         elif ns.type not in type_index:
             if disable_launch_config_check:
@@ -236,9 +241,15 @@ def build_problem(
     for k in node_names:
         if k not in private:
             vocab.add(k)
-    n_private = max((sum(1 for k in dict.fromkeys([*nodes[i].total, *(nodes[i].available or {})])
-                         if k in private)
-                     for i in kept if nodes[i].total is not None), default=0)
+    n_private = 0
+    if private:
+        for i in kept:
+            ns = nodes[i]
+            if ns.total is not None and int(ns.status) == Status.RAY_RUNNING:
+                mine = private.intersection(ns.total)
+                if ns.available:
+                    mine |= private.intersection(ns.available)
+                n_private = max(n_private, len(mine))
     for j in range(n_private):
         vocab.add(f"{PRIVATE_PREFIX}{j}")
     any_ippr = any(ts.ippr_max is not None for ts in types) or any(

@@ -5,6 +5,8 @@ when something is wrong is the offending entry located and named.
 """
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 from .problem import ProblemError
@@ -28,52 +30,83 @@ def checked(values: list, where, check) -> np.ndarray:
     raise AssertionError("unreachable: a bad value passed the check")
 
 
+def _flat(dicts: list, rows: np.ndarray, ids: dict):
+    """Keys, values, Problem rows, positions within their dict, and columns (-1 for
+    a name not in the vocabulary) of a list of dicts, gathered at C speed."""
+    lens = np.fromiter(map(len, dicts), np.int64, len(dicts))
+    keys = list(chain.from_iterable(dicts))
+    vals = list(chain.from_iterable(map(dict.values, dicts)))
+    cols = np.array([ids.get(k, -1) for k in keys], np.int64)
+    rr = np.repeat(rows, lens)
+    starts = np.cumsum(lens) - lens
+    pos = np.arange(len(keys)) - np.repeat(starts, lens)
+    return keys, vals, rr, pos, cols
+
+
 def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, out, check) -> int:
     """Fill ``out`` arrays (node_total, node_order, node_free, node_present,
     node_label, node_idle, node_has_ray; lists node_hash, node_private) for the
-    running nodes at Problem rows ``rows``. Returns how many available > total
-    entries there are (quirk Q12)."""
-    tr, tc, tv, tk = [], [], [], []
-    ar, ac, av, ak = [], [], [], []
-    order = out["node_order"]
-    for n in rows:
-        ns = nodes[kept[n]]
-        avail = ns.available or {}
-        col, j = {}, 0
-        for k in dict.fromkeys([*ns.total, *avail]):
-            if k in private:
-                col[k] = vocab[f"{prefix}{j}"]
-                j += 1
-            else:
-                col[k] = vocab[k]
-        ks = list(ns.total)
-        cs = [col[k] for k in ks]
-        order[n, : len(cs)] = cs
-        tr += [n] * len(ks); tc += cs; tv += list(ns.total.values()); tk += ks
-        aks = list(avail)
-        ar += [n] * len(aks); ac += [col[k] for k in aks]; av += list(avail.values()); ak += aks
-        if j:
-            out["node_private"][n] = tuple((k, float(ns.total[k])) for k in ks if k in private)
-        for k, v in (ns.labels or {}).items():
-            out["node_label"][n, lvocab[k]] = values.add(str(v))
-        out["node_hash"][n] = ns.launch_hash or ""
-        out["node_has_ray"][n] = bool(ns.ray_node_id)
+    running nodes at Problem rows ``rows``. A resource not in ``vocab`` is one of
+    the node's private ones: its k-th (first in its totals, then in its
+    availability) takes the pseudo column ``prefix + k``.
+    Returns how many available > total entries there are (quirk Q12)."""
+    ids = vocab.ids
+    pseudo = []
+    while f"{prefix}{len(pseudo)}" in ids:
+        pseudo.append(ids[f"{prefix}{len(pseudo)}"])
+    pseudo = np.asarray(pseudo, np.int64)
+    specs = [nodes[kept[n]] for n in rows]
+    rows = np.asarray(rows, np.int64)
+    tk, tv, tr, tp, tc = _flat([ns.total for ns in specs], rows, ids)
+    ak, av, ar, _, ac = _flat([ns.available or {} for ns in specs], rows, ids)
+    # Private resources: the k-th of a node in its totals takes pseudo column k.
+    mine: dict = {}
+    t_priv = np.flatnonzero(tc < 0)
+    if t_priv.size:
+        first = np.searchsorted(t_priv, t_priv, side="left")
+        grp_start = np.r_[0, np.flatnonzero(np.diff(tr[t_priv])) + 1]
+        start_of = np.repeat(grp_start, np.diff(np.r_[grp_start, t_priv.size]))
+        rank = np.arange(t_priv.size) - start_of
+        del first
+        tc[t_priv] = pseudo[rank]
+        for j, n, c in zip(t_priv.tolist(), tr[t_priv].tolist(), tc[t_priv].tolist()):
+            mine.setdefault(n, {})[tk[j]] = c
+    for j in np.flatnonzero(ac < 0).tolist():     # private in the availability map
+        n = int(ar[j])
+        d = mine.setdefault(n, {})
+        c = d.get(ak[j])
+        if c is None:
+            c = d[ak[j]] = int(pseudo[len(d)])
+        ac[j] = c
+    node_private = out["node_private"]
+    for n, d in mine.items():
+        tot = nodes[kept[n]].total
+        node_private[n] = tuple((k, float(tot[k])) for k in d if k in tot)
+    labels_out, lids = out["node_label"], lvocab.ids
+    for n, ns in zip(rows.tolist(), specs):
+        if ns.labels:
+            for k, v in ns.labels.items():
+                labels_out[n, lids[k]] = values.add(str(v))
     tvals = checked(tv, lambda j: f"instances[{kept[tr[j]]}].total_resources[{tk[j]!r}]", check)
     avals = checked(av, lambda j: f"instances[{kept[ar[j]]}].available_resources[{ak[j]!r}]",
                     check)
     total, free, present = out["node_total"], out["node_free"], out["node_present"]
     total[tr, tc] = tvals
+    out["node_order"][tr, tp] = tc
     free[ar, ac] = avals
     present[ar, ac] = True
     listed = np.zeros(total.shape, bool)
     listed[tr, tc] = True
-    a_rows, a_cols = np.asarray(ar, np.int64), np.asarray(ac, np.int64)
-    tot_at = total[a_rows, a_cols]
-    clamped = int((listed[a_rows, a_cols] & (tot_at > 0) & (avals > tot_at)).sum())
-    idle = [nodes[kept[n]].idle_ms for n in rows]
-    for n, v in zip(rows, idle):
+    tot_at = total[ar, ac]
+    clamped = int((listed[ar, ac] & (tot_at > 0) & (avals > tot_at)).sum())
+    idle = [ns.idle_ms for ns in specs]
+    for n, v in zip(rows.tolist(), idle):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 or v > 1 << 62:
             raise ProblemError(f"instances[{kept[n]}].idle_duration_ms",
                                f"must be a non-negative integer, got {v!r}")
     out["node_idle"][rows] = idle
+    out["node_has_ray"][rows] = [bool(ns.ray_node_id) for ns in specs]
+    hash_list = out["node_hash"]
+    for n, ns in zip(rows.tolist(), specs):
+        hash_list[n] = ns.launch_hash or ""
     return clamped

@@ -48,6 +48,11 @@ class Vocab:
         return len(self._names)
 
     @property
+    def ids(self) -> dict:
+        """The name -> column dict itself (read-only use, for hot loops)."""
+        return self._ids
+
+    @property
     def names(self) -> tuple[str, ...]:
         return tuple(self._names)
 
