@@ -165,13 +165,21 @@ def time_engine(req, repeat: int) -> dict:
             "deterministic": stable, "timing": parts, "stats": dict(sched.stats)}
 
 
-def run_one(nodes, units, shapes, scenario, seed, repeat, cap) -> dict:
-    spec = common.cluster_v1(nodes=nodes, units=units, shapes=shapes, scenario=scenario,
+def _spec(nodes, units, shapes, scenario, seed, gangs):
+    if gangs:
+        return common.cluster_v2(nodes=nodes, units=units, shapes=shapes, scenario=scenario,
+                                 seed=seed, gangs=gangs)
+    return common.cluster_v1(nodes=nodes, units=units, shapes=shapes, scenario=scenario,
                              seed=seed)
+
+
+def run_one(nodes, units, shapes, scenario, seed, repeat, cap, gangs=0) -> dict:
+    spec = _spec(nodes, units, shapes, scenario, seed, gangs)
     req = common.scheduling_request(spec)
     ray = time_ray(req, repeat, cap)
     eng = time_engine(req, repeat)
     row = {"scenario": scenario, "nodes": nodes, "requests": units, "shapes": shapes,
+           "gangs": gangs,
            "seed": seed, "instances": len(spec.nodes), "ray_cap_s": cap,
            "ray_median_s": ray["median_s"], "ray_runs": len(ray["runs"]),
            "ray_runs_s": ray["runs"],
@@ -193,15 +201,14 @@ def run_one(nodes, units, shapes, scenario, seed, repeat, cap) -> dict:
     return row
 
 
-def profile(nodes, units, shapes, scenario, seed, top, calls) -> int:
+def profile(nodes, units, shapes, scenario, seed, top, calls, gangs=0) -> int:
     import cProfile
     import pstats
 
     import engine
     from adapters.ray import EngineScheduler
     engine.warmup()
-    req = common.make_request(nodes=nodes, units=units, shapes=shapes, scenario=scenario,
-                              seed=seed)
+    req = common.scheduling_request(_spec(nodes, units, shapes, scenario, seed, gangs))
     sched = EngineScheduler()
     sched.schedule(copy.deepcopy(req))            # steady state: vocab known, kernels loaded
     prof = cProfile.Profile()
@@ -229,9 +236,10 @@ def _fmt_s(x) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| scen | nodes | requests | shapes | ray median s (runs) | engine median s (runs) "
-            "| ratio | equal | launched | term | infeas | engine decode / engine / encode s |")
-    out = [head, "|" + "---|" * 12]
+    head = ("| scen | nodes | requests | shapes | gangs | ray median s (runs) "
+            "| engine median s (runs) | ratio | equal | launched | term | infeas "
+            "| engine decode / engine / encode s |")
+    out = [head, "|" + "---|" * 13]
     for r in rows:
         if r["ray_median_s"] is None:
             ray = f"> {r['ray_cap_s']:g} s" if not r["ray_error"] else f"error {r['ray_error']}"
@@ -247,6 +255,7 @@ def table(rows: list[dict]) -> str:
         tm = r["engine_timing"]
         parts = " / ".join(_fmt_s(tm.get(k)) for k in ("decode_s", "engine_s", "encode_s"))
         out.append(f"| {r['scenario'][:4]} | {r['nodes']} | {r['requests']} | {r['shapes']} | "
+                   f"{r.get('gangs', 0)} | "
                    f"{ray} | {_fmt_s(r['engine_median_s'])} ({r['engine_runs']}) | {ratio} | "
                    f"{eq} | {e['launched']} | {e['terminated']} | {e['infeasible']} | {parts} |")
     return "\n".join(out)
@@ -259,6 +268,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", type=int, default=20)
     ap.add_argument("--scenario", choices=common.SCENARIOS, default="saturated")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gangs", type=int, default=0,
+                    help="placement groups (cluster_v2; 0 keeps cluster_v1)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--ray-cap", type=float, default=60.0, help="seconds per Ray call")
     ap.add_argument("--grid", action="store_true",
@@ -269,7 +280,8 @@ def main(argv=None) -> int:
                          "one unprofiled call) and print the TOP functions by cumulative time")
     a = ap.parse_args(argv)
     if a.profile:
-        return profile(a.nodes, a.requests, a.shapes, a.scenario, a.seed, a.profile, a.repeat)
+        return profile(a.nodes, a.requests, a.shapes, a.scenario, a.seed, a.profile, a.repeat,
+                       a.gangs)
 
     import engine
     t0 = time.perf_counter()
@@ -279,7 +291,7 @@ def main(argv=None) -> int:
                else [(a.nodes, a.requests, a.shapes, a.scenario)])
     rows = []
     for n, k, s, scen in configs:
-        rows.append(run_one(n, k, s, scen, a.seed, a.repeat, a.ray_cap))
+        rows.append(run_one(n, k, s, scen, a.seed, a.repeat, a.ray_cap, a.gangs))
         if a.grid and not a.json:
             print(f"  done {scen} {n}/{k}", file=sys.stderr, flush=True)
     if a.json:
@@ -287,7 +299,8 @@ def main(argv=None) -> int:
                          indent=1, default=str))
     else:
         print(f"engine compile/warm-up: {warm:.3f} s (engine.warmup() in this process, numba "
-              f"disk cache as found), generator cluster_v1, seed {a.seed}")
+              f"disk cache as found), generator {'cluster_v2' if a.gangs else 'cluster_v1'}, "
+              f"seed {a.seed}")
         print(table(rows))
         for r in rows:
             for line in r["diff"]:

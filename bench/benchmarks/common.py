@@ -99,6 +99,7 @@ class ClusterSpec:
     nodes: list                          # [NodeDef], order of current_instances
     demand: list                         # [(bundle dict, count)], order of resource_requests
     idle_timeout_s: float = IDLE_TIMEOUT_S
+    gangs: list = field(default_factory=list)   # [(pg hex, strategy, [bundle dict])] (v2+)
 
     @property
     def units(self) -> int:
@@ -324,6 +325,30 @@ def cluster_v1(nodes: int = 1000, units: int = 1000, shapes: int = 20,
     return ClusterSpec("cluster_v1", params, types, insts, demand)
 
 
+STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+_GANG_BUNDLES_V2 = ({"CPU": 1.0}, {"CPU": 4.0}, {"CPU": 2.0, "memory": 8 * GIB},
+                    {"CPU": 8.0, "GPU": 1.0}, {"GPU": 1.0}, {"CPU": 16.0, "memory": 64 * GIB})
+
+
+def cluster_v2(nodes: int = 1000, units: int = 1000, shapes: int = 20,
+               scenario: str = "saturated", seed: int = 0, gangs: int = 0) -> ClusterSpec:
+    """``cluster_v1``'s cluster and demand plus ``gangs`` placement groups as
+    RAY_V2_SEMANTICS §11 describes them: 2-8 equal bundles each, strategy uniform
+    over PACK / SPREAD / STRICT_PACK / STRICT_SPREAD (encoded by the emitters the
+    way the GCS encodes them)."""
+    base = cluster_v1(nodes=nodes, units=units, shapes=shapes, scenario=scenario, seed=seed)
+    rng = np.random.default_rng([seed, 3])
+    out = []
+    for g in range(gangs):
+        strategy = STRATEGIES[int(rng.integers(len(STRATEGIES)))]
+        bundle = dict(_GANG_BUNDLES_V2[int(rng.integers(len(_GANG_BUNDLES_V2)))])
+        out.append((f"{g:08x}" + "0" * 24, strategy, [dict(bundle)
+                                                      for _ in range(int(rng.integers(2, 9)))]))
+    params = dict(base.params, gangs=gangs)
+    return ClusterSpec("cluster_v2", params, base.types, base.nodes, base.demand,
+                       base.idle_timeout_s, out)
+
+
 def _take_units(demand: list, start: int, k: int) -> list:
     out = [list(d) for d in demand]
     j = start
@@ -372,8 +397,27 @@ def scheduling_request(spec: ClusterSpec):
         max_num_nodes=None,
         idle_timeout_s=spec.idle_timeout_s,
         resource_requests=reqs,
+        gang_resource_requests=[_gang_pb(g) for g in spec.gangs],
         current_instances=insts,
     )
+
+
+def _gang_pb(gang):
+    """A placement group as the GCS reports it (RAY_V2_SEMANTICS §3.7): every
+    bundle in the legacy ``requests`` and in ``bundle_selectors[0]``, STRICT_*
+    strategies as an (anti-)affinity on ``_PG_<hex>``."""
+    from ray.core.generated.autoscaler_pb2 import (AffinityConstraint, AntiAffinityConstraint,
+                                                   BundleSelector, GangResourceRequest,
+                                                   PlacementConstraint, ResourceRequest)
+    pg, strategy, bundles = gang
+    pcs = []
+    if strategy == "STRICT_PACK":
+        pcs = [PlacementConstraint(affinity=AffinityConstraint(label_name="_PG_" + pg))]
+    elif strategy == "STRICT_SPREAD":
+        pcs = [PlacementConstraint(anti_affinity=AntiAffinityConstraint(label_name="_PG_" + pg))]
+    reqs = [ResourceRequest(resources_bundle=b, placement_constraints=pcs) for b in bundles]
+    return GangResourceRequest(requests=reqs, details=f"{pg}:{strategy}:PENDING",
+                               bundle_selectors=[BundleSelector(resource_requests=reqs)])
 
 
 def engine_problem(spec: ClusterSpec, conserve_gpu: bool = True):
@@ -390,8 +434,15 @@ def engine_problem(spec: ClusterSpec, conserve_gpu: bool = True):
                       ray_node_id=n.node_id, launch_hash="h1" if n.total else "")
              for n in spec.nodes]
     reqs = [RequestSpec(dict(b), c) for b, c in spec.demand]
+    from engine.requests import GangSpec
+    gangs = []
+    for pg, strategy, bundles in spec.gangs:
+        key = {"STRICT_PACK": "affinity", "STRICT_SPREAD": "anti_affinity"}.get(strategy)
+        gangs.append(GangSpec([RequestSpec(dict(b), 1, **({key: ("_PG_" + pg, "")} if key else {}))
+                               for b in bundles], name=f"{pg}:{strategy}:PENDING"))
     return build_problem(types, nodes, reqs, idle_timeout_s=spec.idle_timeout_s,
-                         disable_launch_config_check=True, conserve_gpu=conserve_gpu)
+                         disable_launch_config_check=True, conserve_gpu=conserve_gpu,
+                         gangs=gangs)
 
 
 def make_request(**kw):
@@ -414,7 +465,10 @@ def cached_problem(**kw):
 # ---- append-only guard -----------------------------------------------------------------------
 def fingerprint(spec: ClusterSpec) -> str:
     """sha256 (first 16 hex) of the spec in its own order (dict order matters to Ray)."""
-    blob = json.dumps(asdict(spec), sort_keys=False, separators=(",", ":"))
+    d = asdict(spec)
+    if not d["gangs"]:
+        del d["gangs"]        # v1 specs hash as they did before gangs existed
+    blob = json.dumps(d, sort_keys=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -427,7 +481,11 @@ FINGERPRINTS = [
     ("cluster_v1", dict(nodes=50, units=3000, shapes=200, scenario="saturated", seed=2,
                         degenerate=True), "24aba27a7ec636aa"),
 ]
-GENERATORS = {"cluster_v1": cluster_v1}
+FINGERPRINTS += [
+    ("cluster_v2", dict(nodes=200, units=1000, shapes=20, scenario="saturated", seed=0,
+                        gangs=50), "6778e9e518ed8727"),
+]
+GENERATORS = {"cluster_v1": cluster_v1, "cluster_v2": cluster_v2}
 
 
 def check_fingerprints() -> list:
