@@ -13,6 +13,7 @@ from .context import Context
 from .dtypes import CNT, IDX, Status
 from .kernels.pack import _commit
 from .kernels.pick import _invalidate, _refresh_pick
+from .kernels.rows import row_ids
 from .requests_view import Requests
 
 
@@ -40,9 +41,8 @@ def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int]:
             ctx.type[pend, None].astype(float), ctx.kind[pend, None].astype(float),
             np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp,
             ctx.label[pend].astype(float)])
-        _, inv = np.unique(key, axis=0, return_inverse=True)
-        cls[pend] = inv.reshape(-1)
-        n = int(inv.max()) + 1
+        ids, n = row_ids(key)
+        cls[pend] = ids
     if run.size > 1:
         cls[run] = _running_classes(ctx, run, sa, n)
         n = max(n, int(cls[run].max()) + 1)
@@ -74,8 +74,8 @@ def _running_classes(ctx: Context, run: np.ndarray, sa, base: int) -> np.ndarray
         sa.placed_gpu[run, None], sa.hist[run].astype(float), sa.nhist[run, None],
         ctx.label[run].astype(float), tp[:, priv].sum(axis=1, keepdims=True),
         np.where(odd, np.arange(run.size), -1)[:, None].astype(float)])
-    _, inv = np.unique(key, axis=0, return_inverse=True)
-    return base + inv.reshape(-1)
+    ids, _ = row_ids(key)
+    return base + ids
 
 
 def _compact(order: np.ndarray, priv: np.ndarray) -> np.ndarray:

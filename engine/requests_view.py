@@ -13,6 +13,8 @@ class Requests:
         t = p.req
         self.p = p
         self.table = _Rows(t)
+        # Every gang's request list, merged once up front (one rebuild for all).
+        self._gangs = [self._gang_rows(g) for g in range(p.G)]
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -33,6 +35,9 @@ class Requests:
                        self.has_sel)
 
     def gang_requests(self, g: int) -> list[int]:
+        return self._gangs[g]
+
+    def _gang_rows(self, g: int) -> list[int]:
         """Gang g's request rows after Ray's affinity merge: unconstrained and
         anti-affinity bundles first in order, then one merged request per
         (affinity label, value, selectors) group in first-seen order, whose bundle
@@ -66,10 +71,8 @@ class Requests:
         for r in order:          # the merged bundle's own key order
             s += qty[r]
         first = members[0]
-        q = t.append(qty, present, s, t.aff[first], t.sel_lo[first], t.sel_hi[first],
-                     t.sel_key[first])
-        self._rebuild()
-        return q
+        return t.append(qty, present, s, t.aff[first], t.sel_lo[first], t.sel_hi[first],
+                        t.sel_key[first])
 
 
 class _Rows:

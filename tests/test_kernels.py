@@ -194,3 +194,21 @@ def test_best_node_matches_twin(grid):
         assert got == want, case
         if want >= 0:
             assert out.tolist() == taken, case
+
+
+def test_row_ids_match_unique_rows():
+    from engine.kernels.rows import row_ids
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        n, w = int(rng.integers(0, 40)), int(rng.integers(1, 6))
+        key = rng.integers(0, 3, (n, w)).astype(float)
+        key[rng.random((n, w)) < 0.1] = -0.0       # -0.0 equals 0.0, as in Python sets
+        ids, k = row_ids(key)
+        if n == 0:
+            assert k == 0
+            continue
+        _, inv = np.unique(key + 0.0, axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        assert k == inv.max() + 1
+        for i in range(n):                          # same partition of the rows
+            assert ((ids == ids[i]) == (inv == inv[i])).all()
