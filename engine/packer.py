@@ -17,7 +17,7 @@ from .kernels.rows import row_ids
 from .requests_view import Requests
 
 
-def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int]:
+def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int, int]:
     """Equivalence classes of candidates: each class is tried once per pick, by
     its first member in list order.
 
@@ -43,10 +43,11 @@ def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int]:
             ctx.label[pend].astype(float)])
         ids, n = row_ids(key)
         cls[pend] = ids
+    strict = n
     if run.size > 1:
         cls[run] = _running_classes(ctx, run, sa, n)
         n = max(n, int(cls[run].max()) + 1)
-    return cls, n
+    return cls, n, strict
 
 
 def _listed(ctx: Context, slots: np.ndarray) -> np.ndarray:
@@ -91,9 +92,13 @@ def _compact(order: np.ndarray, priv: np.ndarray) -> np.ndarray:
 class Picker:
     """The candidates of one packing loop, in list order, with cached walks."""
 
-    def __init__(self, packer: "Packer", cands: np.ndarray, cls: np.ndarray, ncls: int, K: int):
+    def __init__(self, packer: "Packer", cands: np.ndarray, cls: np.ndarray, ncls: int, K: int,
+                 strict_from: int = -1):
         self.pk = packer
         self.cls, self.ncls, self.K = cls, ncls, K
+        # Class ids >= strict_from group nodes equal in everything a walk or score
+        # reads (running twins); lower ids are Ray's looser NodeStateCache classes.
+        self.strict_from = ncls if strict_from < 0 else strict_from
         self.n = 0
         self._alloc(max(len(cands), 8))
         for m in cands.tolist():
@@ -141,40 +146,144 @@ class Picker:
     def remaining(self) -> np.ndarray:
         return self.cands[: self.n][self.alive[: self.n]]
 
+    def twins(self, i: int) -> list:
+        """Positions after i of candidates strictly equal to candidate i."""
+        c = self.cls[self.cands[i]]
+        if c < 0 or c < self.strict_from:
+            return []
+        n = self.n
+        same = self.alive[:n] & (self.cls[self.cands[:n]] == c)
+        same[: i + 1] = False
+        return np.flatnonzero(same).tolist()
+
+    def take_twins(self, positions: list, m: int) -> list:
+        """The twins at ``positions`` win too: they get slot m's committed rows."""
+        ctx = self.pk.ctx
+        sa = ctx.src(self.pk.source)
+        slots = self.cands[positions]
+        for s in slots.tolist():
+            ctx.touch(s)
+        for a in (sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any, sa.hist,
+                  sa.nhist, ctx.label):
+            a[slots] = a[m]
+        self.alive[positions] = False
+        return slots.tolist()
+
+    def all_below(self, i: int, mask: np.ndarray) -> bool:
+        """Whether every candidate in ``mask`` has a key strictly below i's."""
+        if not mask.any():
+            return True
+        c = self.pk.ctx
+        n = self.n
+        mi, mo = self.cands[i], self.cands[:n][mask]
+        keys = ((self.k0, None), (self.k1, None), (self.k2, None), (self.k3, None),
+                (self.k4, None), (None, c.rec), (None, c.prio), (None, c.avail))
+        tied = np.ones(int(mask.sum()), bool)
+        for own, slot in keys:
+            o = own[:n][mask] if own is not None else slot[mo]
+            w = own[i] if own is not None else slot[mi]
+            if (tied & (o > w)).any():
+                return False
+            tied &= o == w
+        return not tied.any()
+
 
 class Packer:
     """One `_try_schedule` call of Ray over the context, for one request source."""
+
+    batching = True      # take runs of identical picks at once (tests switch it off)
 
     def __init__(self, ctx: Context, rq: Requests, source: int):
         self.ctx, self.rq, self.source = ctx, rq, source
         self.placements: list[tuple[int, int, int]] = []   # (slot, run index, units)
 
-    def _loop(self, picker: Picker, runs, left, on_win=None, stop=None) -> tuple[list, np.ndarray]:
-        """Pick, commit, repeat while demand and candidates remain."""
+    def _loop(self, picker: Picker, runs, left, *, avail=None, room=None,
+              on_win=None) -> tuple[list, np.ndarray]:
+        """Pick, commit, repeat while demand and candidates remain.
+
+        ``avail`` (template loop): per-type launches left; a winner's type gets a
+        fresh template while room remains. ``room``: most winners allowed (the
+        global max_num_nodes). Runs of identical picks are taken at once (see
+        ``_batch``): the same decisions, one trial walk for the lot.
+        """
         c, p = self.ctx, self.ctx.p
         winners = []
         while left.any() and picker.alive[: picker.n].any():
-            if stop is not None and stop(len(winners)):
+            if room is not None and len(winners) >= room:
                 break
             i = picker.pick(runs, left)
             if i < 0:
                 break
             m = int(picker.cands[i])
-            taken = picker.tk[i].copy()
+            tau = picker.tk[i].copy()
+            if avail is not None:
+                t = int(c.type[m])
+                limit = int(avail[t]) if room is None else min(int(avail[t]), room - len(winners))
+                twins = []
+            else:
+                twins = picker.twins(i)
+                limit = 1 + len(twins)
+            r = self._batch(picker, i, tau, left, limit) if limit > 1 and self.batching else 1
             sa = c.src(self.source)
             c.touch(m)
             _commit(m, sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any,
                     c.label, sa.hist, sa.nhist, p.implicit, p.exact, runs, left,
                     self.rq.kernel, np.zeros(len(runs), np.int64))
-            new_left = left - taken
+            slots = [m]
+            if r > 1:
+                slots += (self._clone(m, r - 1) if avail is not None
+                          else picker.take_twins(twins[: r - 1], m))
+            new_left = left - r * tau
             picker.take(i, left, new_left)
             left = new_left
-            for k in np.flatnonzero(taken):
-                self.placements.append((m, int(k), int(taken[k])))
-            winners.append(m)
-            if on_win is not None:
-                on_win(m, picker)
+            for s in slots:
+                for k in np.flatnonzero(tau):
+                    self.placements.append((s, int(k), int(tau[k])))
+                winners.append(s)
+                if on_win is not None:
+                    on_win(s)
+            if avail is not None:
+                avail[t] -= r
+                if avail[t] > 0:
+                    picker.add(self._template(t))
         return winners, left
+
+    def _batch(self, picker: Picker, i: int, tau, left, limit: int) -> int:
+        """How many times in a row the winner's pick repeats exactly: its twin (the
+        next class member, or a fresh template) walks the same while every run it
+        takes from keeps at least ``tau`` and it never took all that remained; every
+        other candidate's cached walk stays valid for the picks in between (it took
+        less than remained and still fits under what remains) and its key stays
+        strictly below the winner's (a tie would go to the earlier candidate)."""
+        k = tau > 0
+        L, tk = left[k], tau[k]
+        if not k.any() or (tk == L).any():
+            return 1
+        r = min(limit, int((L // tk).min()))
+        if r <= 1:
+            return 1
+        n = picker.n
+        others = picker.alive[:n] & picker.valid[:n]
+        others[i] = False
+        if others.any():
+            T = picker.tk[:n][others][:, k]
+            ro = ((L - T) // tk).min(axis=1)
+            ro[(T == L).any(axis=1)] = 0
+            r = min(r, int(ro.min()) + 1)
+            if r <= 1:
+                return 1
+            if not picker.all_below(i, others & picker.did[:n]):
+                return 1
+        return r
+
+    def _clone(self, m: int, k: int) -> list:
+        """k more launches identical to the committed template m."""
+        c = self.ctx
+        new = c.new_slots(int(c.type[m]), k)
+        for name in c._arrays():
+            a = getattr(c, name)
+            a[new] = a[m]
+        return new.tolist()
 
     def run(self, run_req: np.ndarray, run_cnt: np.ndarray) -> np.ndarray:
         """Pack runs (request rows in Ray order, with counts). Returns the units
@@ -198,8 +307,8 @@ class Packer:
         exhausted = (c.status[nodes] == Status.RAY_RUNNING) & ~fits_any & (len(live_q) > 0)
         cands = nodes[~exhausted]
         # §4.3 existing nodes first.
-        cls, ncls = classes(c, cands, sa)
-        picker = Picker(self, cands, cls, ncls, K)
+        cls, ncls, strict = classes(c, cands, sa)
+        picker = Picker(self, cands, cls, ncls, K, strict)
         target, left = self._loop(picker, runs, left)
         nodes_after = np.concatenate([np.asarray(target, IDX), picker.remaining(),
                                       nodes[exhausted]])
@@ -213,15 +322,8 @@ class Packer:
             picker = Picker(self, np.asarray(tmpl, IDX), np.full(c.M, -1, IDX), 0, K)
             cap = p.max_num_nodes
 
-            def full(n_won):
-                return cap >= 0 and len(nodes_after) + n_won >= cap
-
-            def refill(m, pk):
-                t = int(c.type[m])
-                avail[t] -= 1
-                if avail[t] > 0:
-                    pk.add(self._template(t))
-            launched, left = self._loop(picker, runs, left, on_win=refill, stop=full)
+            room = None if cap < 0 else max(0, cap - len(nodes_after))
+            launched, left = self._loop(picker, runs, left, avail=avail, room=room)
         c.nodes = np.concatenate([nodes_after, np.asarray(launched, IDX)]).astype(IDX)
         self.types_left, self.n_nodes = avail, len(c.nodes)
         return left
@@ -248,10 +350,9 @@ class Packer:
         saved = c.save_rows(cands)
         for m in cands.tolist():
             ippr.update_totals(c, m, *c.ippr_max[m])
-        cls, ncls = classes(c, cands, c.src(self.source))
-        picker = Picker(self, cands, cls, ncls, len(runs))
-        winners, left = self._loop(picker, runs, left,
-                                   on_win=lambda m, pk: ippr.queue_resize(c, m))
+        cls, ncls, strict = classes(c, cands, c.src(self.source))
+        picker = Picker(self, cands, cls, ncls, len(runs), strict)
+        winners, left = self._loop(picker, runs, left, on_win=lambda m: ippr.queue_resize(c, m))
         others = picker.remaining()
         c.load_rows(saved, others)          # not chosen: back to their size before the raise
         return np.concatenate([rest, np.asarray(winners, IDX), others]), left

@@ -79,3 +79,26 @@ def test_available_above_total_is_counted_and_scored_without_crash():
                                    ray_node_id="x")], [RequestSpec({"CPU": 4.0}, 2)])
     assert p.clamped == 1 and p.node_free[0, 0] == 6.0
     assert schedule(p).launches() == {"a": 1}
+
+
+@pytest.mark.parametrize("scenario", ["saturated", "fragmented"])
+def test_batched_picks_equal_one_at_a_time(scenario, monkeypatch):
+    """Taking runs of identical picks at once (twins, fresh templates) must give
+    exactly the plan of picking one node at a time."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from benchmarks.common import cluster_v2, engine_problem
+
+    from engine.packer import Packer
+    for seed in range(6):
+        p = engine_problem(cluster_v2(nodes=150, units=3000, shapes=12, scenario=scenario,
+                                      seed=seed, gangs=10))
+        fast = schedule(p)
+        monkeypatch.setattr(Packer, "batching", False)
+        slow = schedule(p)
+        monkeypatch.setattr(Packer, "batching", True)
+        for f in FIELDS:
+            assert np.array_equal(getattr(fast, f), getattr(slow, f)), (scenario, seed, f)
+        assert np.array_equal(fast.gang_infeasible, slow.gang_infeasible)
+        assert fast.n_launched > 0
