@@ -23,6 +23,7 @@ DEMAND, CONSTRAINT = 0, 1
 _SRC = ("free", "present", "placed_res", "placed_gpu", "placed_any", "hist", "nhist")
 _PREFIX = ("", "c")
 _FILL = {"order": -1, "label": -1, "hist": -1, "chist": -1, "status": Status.NONE,
+         "rcls": -2, "crcls": -2,
          "kind": Kind.WORKER, "rec": 1.0, "avail": 1.0}
 
 
@@ -75,15 +76,51 @@ class Context:
         self.nodes = np.arange(N, dtype=IDX)   # Ray's node list, as slot ids
         # Pseudo columns holding each node's private resources (engine.build).
         self.private = np.array([n.startswith(PRIVATE_PREFIX) for n in p.resources], bool)
+        # Strict classes of running nodes per source, computed once per tick; a
+        # touched slot leaves its class (-1). -2: not computed yet.
+        self.rcls = np.full(cap, -2, IDX)
+        self.crcls = np.full(cap, -2, IDX)
+        self.n_strict = [0, 0]
+        self._names = None
+        # One pristine new node per configured type: the template every launch of
+        # that type is cloned from (an IPPR group's sized at its max, §4.4).
+        self.pristine = {}
+        for t in np.flatnonzero(p.type_configured).tolist():
+            m = int(self.new_slots(t, 1, Sched.TO_LAUNCH)[0])
+            gmax = p.type_ippr_max[t]
+            if not np.isnan(gmax[0]):
+                from . import ippr
+                have = [self.total[m, col] if (self.order[m] == col).any() else 0.0
+                        for col in (p.col("CPU"), p.col("memory"))]
+                ippr.update_totals(self, m, float(max(gmax[0], have[0])),
+                                   float(max(gmax[1], have[1])))
+            self.pristine[t] = m
 
     def src(self, s: int) -> SimpleNamespace:
         """The availability and placement arrays of one request source."""
         pre = _PREFIX[s]
-        return SimpleNamespace(**{k: getattr(self, pre + k) for k in _SRC})
+        ns = SimpleNamespace(**{k: getattr(self, pre + k) for k in _SRC})
+        ns.source = s
+        return ns
+
+    def strict_classes(self, sa, compute) -> np.ndarray:
+        """(M,) strict class id per slot for source ``sa`` (-1: alone), computing
+        them for every running node in the list the first time."""
+        rc = self.rcls if sa.source == 0 else self.crcls
+        run = self.nodes[self.status[self.nodes] == Status.RAY_RUNNING]
+        todo = run[rc[run] == -2]
+        if todo.size:
+            ids = compute(todo)
+            base = self.n_strict[sa.source]
+            rc[todo] = base + ids
+            self.n_strict[sa.source] = base + (int(ids.max()) + 1 if ids.size else 0)
+        return rc
 
     def _arrays(self):
-        return [k for k, v in vars(self).items()
-                if isinstance(v, np.ndarray) and k not in ("nodes", "private")]
+        if self._names is None:
+            self._names = [k for k, v in vars(self).items()
+                           if isinstance(v, np.ndarray) and k not in ("nodes", "private")]
+        return self._names
 
     _tx = None
 
@@ -135,9 +172,10 @@ class Context:
 
     def touch(self, m: int) -> None:
         """Call before changing slot m's rows inside a transaction."""
-        tx = getattr(self, "_tx", None)
+        tx = self._tx
         if tx is not None and m < tx[0] and m not in tx[2]:
             tx[2][m] = {k: getattr(self, k)[m].copy() for k in self._arrays()}
+        self.rcls[m] = self.crcls[m] = -1        # changed: no longer anyone's twin
 
     def rollback(self) -> None:
         M, nodes, saved = self._tx

@@ -45,8 +45,10 @@ def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int, int]:
         cls[pend] = ids
     strict = n
     if run.size > 1:
-        cls[run] = _running_classes(ctx, run, sa, n)
-        n = max(n, int(cls[run].max()) + 1)
+        rc = ctx.strict_classes(sa, lambda slots: _running_classes(ctx, slots, sa, 0))
+        ids = rc[run]
+        cls[run] = np.where(ids >= 0, n + ids, -1)
+        n += ctx.n_strict[sa.source]
     return cls, n, strict
 
 
@@ -101,8 +103,9 @@ class Picker:
         self.strict_from = ncls if strict_from < 0 else strict_from
         self.n = 0
         self._alloc(max(len(cands), 8))
-        for m in cands.tolist():
-            self.add(m)
+        self.n = len(cands)
+        self.cands[: self.n] = cands
+        self.alive[: self.n] = True
 
     def _alloc(self, cap: int) -> None:
         old = {k: getattr(self, k) for k in ("cands", "alive", "valid", "tk", "did",
@@ -224,6 +227,8 @@ class Packer:
                 twins = picker.twins(i)
                 limit = 1 + len(twins)
             r = self._batch(picker, i, tau, left, limit) if limit > 1 and self.batching else 1
+            if avail is not None:
+                m = self._clone(m, 1)[0]           # the pristine template stays pristine
             sa = c.src(self.source)
             c.touch(m)
             _commit(m, sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any,
@@ -329,15 +334,9 @@ class Packer:
         return left
 
     def _template(self, t: int) -> int:
-        """A fresh TO_LAUNCH node of type t; an IPPR group's is sized at its max."""
-        c = self.ctx
-        m = int(c.new_slots(t, 1)[0])
-        gmax = c.p.type_ippr_max[t]
-        if not np.isnan(gmax[0]):
-            have = [c.total[m, col] if (c.order[m] == col).any() else 0.0
-                    for col in (c.p.col("CPU"), c.p.col("memory"))]
-            ippr.update_totals(c, m, float(max(gmax[0], have[0])), float(max(gmax[1], have[1])))
-        return m
+        """The pristine TO_LAUNCH node of type t (never changed: a winning template
+        is cloned into a new slot before its commit)."""
+        return self.ctx.pristine[t]
 
     def _ippr_pass(self, runs, left, nodes_after):
         """§4.4: nodes that may still grow in place, at their max size, before any
