@@ -23,7 +23,7 @@ DEMAND, CONSTRAINT = 0, 1
 _SRC = ("free", "present", "placed_res", "placed_gpu", "placed_any", "hist", "nhist")
 _PREFIX = ("", "c")
 _FILL = {"order": -1, "label": -1, "hist": -1, "chist": -1, "status": Status.NONE,
-         "rcls": -2, "crcls": -2,
+         "rcls": -2, "crcls": -2, "lcls": -2, "clcls": -2,
          "kind": Kind.WORKER, "rec": 1.0, "avail": 1.0}
 
 
@@ -81,6 +81,11 @@ class Context:
         self.rcls = np.full(cap, -2, IDX)
         self.crcls = np.full(cap, -2, IDX)
         self.n_strict = [0, 0]
+        # Ray's NodeStateCache class of non-running slots per source, by exact key
+        # bytes (content-addressed, so ids stay valid); -2: (re)compute.
+        self.lcls = np.full(cap, -2, IDX)
+        self.clcls = np.full(cap, -2, IDX)
+        self.loose_ids = [{}, {}]
         self._names = None
         # One pristine new node per configured type: the template every launch of
         # that type is cloned from (an IPPR group's sized at its max, §4.4).
@@ -115,6 +120,15 @@ class Context:
             rc[todo] = base + ids
             self.n_strict[sa.source] = base + (int(ids.max()) + 1 if ids.size else 0)
         return rc
+
+    def loose_classes(self, sa, slots: np.ndarray, keys) -> np.ndarray:
+        lc = self.lcls if sa.source == 0 else self.clcls
+        todo = slots[lc[slots] == -2]
+        if todo.size:
+            ids = self.loose_ids[sa.source]
+            rows = np.ascontiguousarray(keys(todo))
+            lc[todo] = [ids.setdefault(r.tobytes(), len(ids)) for r in rows]
+        return lc
 
     def _arrays(self):
         if self._names is None:
@@ -176,6 +190,7 @@ class Context:
         if tx is not None and m < tx[0] and m not in tx[2]:
             tx[2][m] = {k: getattr(self, k)[m].copy() for k in self._arrays()}
         self.rcls[m] = self.crcls[m] = -1        # changed: no longer anyone's twin
+        self.lcls[m] = self.clcls[m] = -2        # its cache key must be looked up again
 
     def rollback(self) -> None:
         M, nodes, saved = self._tx

@@ -33,16 +33,10 @@ def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int, int]:
     cls = np.full(ctx.M, -1, IDX)
     running = ctx.status[cands] == Status.RAY_RUNNING
     pend, run = cands[~running], cands[running]
-    n = 0
     if pend.size:
-        tp = _listed(ctx, pend)
-        fp = sa.present[pend]
-        key = np.hstack([
-            ctx.type[pend, None].astype(float), ctx.kind[pend, None].astype(float),
-            np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp,
-            ctx.label[pend].astype(float)])
-        ids, n = row_ids(key)
-        cls[pend] = ids
+        lc = ctx.loose_classes(sa, pend, lambda slots: _loose_keys(ctx, slots, sa))
+        cls[pend] = lc[pend]
+    n = len(ctx.loose_ids[sa.source])
     strict = n
     if run.size > 1:
         rc = ctx.strict_classes(sa, lambda slots: _running_classes(ctx, slots, sa, 0))
@@ -50,6 +44,16 @@ def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int, int]:
         cls[run] = np.where(ids >= 0, n + ids, -1)
         n += ctx.n_strict[sa.source]
     return cls, n, strict
+
+
+def _loose_keys(ctx: Context, pend: np.ndarray, sa) -> np.ndarray:
+    """Rows of Ray's NodeStateCache key (type, kind, totals, availability, labels)."""
+    tp = _listed(ctx, pend)
+    fp = sa.present[pend]
+    return np.hstack([
+        ctx.type[pend, None].astype(float), ctx.kind[pend, None].astype(float),
+        np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp,
+        ctx.label[pend].astype(float)]) + 0.0
 
 
 def _listed(ctx: Context, slots: np.ndarray) -> np.ndarray:
