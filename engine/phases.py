@@ -228,31 +228,33 @@ def release_pending_idle(ctx: Context, since: dict) -> None:
 
 # ---- §5.2 idle termination --------------------------------------------------------------
 def idle_termination(ctx: Context) -> None:
+    """Nodes idle past their timeout, needed by nothing, are terminated, visiting
+    nodes in victim order; a type keeps min_worker_nodes. Vectorised: within a
+    type, the eligible nodes taken are the first (count - min) in that order."""
     p = ctx.p
-    count = ctx.type_counts()
-    gone = np.zeros(p.T, CNT)
     nodes = ctx.nodes
+    if not len(nodes):
+        return
     util = np.zeros(ctx.M)
     util[nodes] = _victim_util(ctx.total[nodes], ctx.order[nodes], ctx.free[nodes],
                                ctx.present[nodes])
-    for m in victim_order(ctx, nodes, util):
-        if ctx.sched[m] != Sched.SCHEDULABLE or ctx.kind[m] == Kind.HEAD:
-            continue
-        t = int(ctx.type[m])
-        if int(ctx.status[m]) in Status.PENDING_TERMINABLE:
-            timeout = p.pending_idle_timeout_s
-        else:
-            timeout = p.idle_timeout_s
-            if p.type_configured[t] and not math.isnan(p.type_idle_timeout_s[t]):
-                timeout = float(p.type_idle_timeout_s[t])
-        if math.isnan(timeout):
-            continue
-        if ctx.idle[m] <= timeout * 1000:
-            continue
-        if ctx.placed_any[m] or ctx.cplaced_any[m]:
-            continue   # needed by demand or by request_resources()
-        floor = int(p.type_min[t]) if p.type_configured[t] else 0
-        if count[t] - gone[t] <= floor:
-            continue   # kept for min_worker_nodes
-        gone[t] += 1
+    order = victim_order(ctx, nodes, util)
+    t = ctx.type[order]
+    pending = np.isin(ctx.status[order], Status.PENDING_TERMINABLE)
+    per_type = np.where(p.type_configured & ~np.isnan(p.type_idle_timeout_s),
+                        p.type_idle_timeout_s, p.idle_timeout_s)
+    timeout = np.where(pending, p.pending_idle_timeout_s, per_type[t])
+    with np.errstate(invalid="ignore"):
+        eligible = ((ctx.sched[order] == Sched.SCHEDULABLE) & (ctx.kind[order] != Kind.HEAD)
+                    & ~np.isnan(timeout) & (ctx.idle[order] > timeout * 1000)
+                    & ~ctx.placed_any[order] & ~ctx.cplaced_any[order])
+    floor = np.where(p.type_configured, p.type_min, 0)
+    room = ctx.type_counts() - floor            # how many of each type may go
+    cand = order[eligible]
+    ct = t[eligible]
+    rank = np.zeros(len(cand), np.int64)        # position among eligible nodes of its type
+    for ty in np.unique(ct):
+        sel = np.flatnonzero(ct == ty)
+        rank[sel] = np.arange(sel.size)
+    for m in cand[rank < room[ct]].tolist():
         ctx.terminate(m, Cause.IDLE, int(ctx.idle[m]))

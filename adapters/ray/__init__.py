@@ -1,4 +1,13 @@
-"""Ray autoscaler v2 adapter: the only place (with tests) that imports Ray."""
-from .scheduler import EngineScheduler
+"""Ray autoscaler v2 adapter: the only place (with tests) that imports Ray.
 
+``EngineScheduler`` is imported lazily so that ``adapters.ray.install`` can check
+the Ray version before Ray's scheduler module (and the engine) are loaded.
+"""
 __all__ = ["EngineScheduler"]
+
+
+def __getattr__(name):
+    if name == "EngineScheduler":
+        from .scheduler import EngineScheduler
+        return EngineScheduler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
