@@ -1,0 +1,97 @@
+"""Time per tick against nodes and against pending requests, engine vs Ray 2.60.
+
+Runs compare_ray.run_one (same SchedulingRequest for both, decisions checked
+equal, Ray capped in a forked child) over two sweeps and writes a PNG plot, a
+markdown table and the raw rows as JSON:
+
+    python bench/plot_scaling.py --out docs/perf   # -> docs/perf.png, .md, .json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compare_ray  # noqa: E402
+
+NODES = (100, 300, 1000, 3000, 10000)          # at 1,000 pending units, 20 shapes
+PENDING = (100, 1000, 10000, 100000)           # at 1,000 nodes, 20 shapes
+
+
+def sweep(cap: float, repeat: int) -> list[dict]:
+    import engine
+    engine.warmup()
+    rows = []
+    for n in NODES:
+        rows.append(dict(compare_ray.run_one(n, 1000, 20, "saturated", 0, repeat, cap),
+                         sweep="nodes"))
+        print(f"nodes {n} done", file=sys.stderr, flush=True)
+    for k in PENDING:
+        rows.append(dict(compare_ray.run_one(1000, k, 20, "saturated", 0, repeat, cap),
+                         sweep="pending"))
+        print(f"pending {k} done", file=sys.stderr, flush=True)
+    return rows
+
+
+def plot(rows: list[dict], path: Path, cap: float) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, which, xkey, label in ((axes[0], "nodes", "nodes", "nodes (1,000 pending units)"),
+                                   (axes[1], "pending", "requests",
+                                    "pending request units (1,000 nodes)")):
+        rs = [r for r in rows if r["sweep"] == which]
+        x = [r[xkey] for r in rs]
+        ax.plot(x, [r["engine_median_s"] for r in rs], "o-", label="vecsched EngineScheduler")
+        ray = [(r[xkey], r["ray_median_s"]) for r in rs if r["ray_median_s"] is not None]
+        capped = [r[xkey] for r in rs if r["ray_median_s"] is None]
+        ax.plot([a for a, _ in ray], [b for _, b in ray], "s-", label="Ray 2.60 scheduler")
+        if capped:
+            ax.plot(capped, [cap] * len(capped), "rv", label=f"Ray > {cap:g} s (capped)")
+        ax.axhline(5.0, color="grey", ls=":", lw=1, label="5 s reconcile interval")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(label)
+        ax.set_ylabel("seconds per tick (median, end to end)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Time per autoscaler tick, saturated synthetic cluster (RAY_V2_SEMANTICS §11)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def table(rows: list[dict], cap: float) -> str:
+    out = ["| nodes | pending units | Ray 2.60 median | EngineScheduler median | ratio | decisions equal |",
+           "|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        ray = f"{r['ray_median_s']:.3f} s" if r["ray_median_s"] is not None else f"> {cap:g} s"
+        ratio = (f"{r['ray_median_s'] / r['engine_median_s']:.0f}x" if r["ray_median_s"]
+                 else f"> {cap / r['engine_median_s']:.0f}x")
+        eq = {True: "yes", False: "NO", None: "n/a (Ray capped)"}[r["decisions_equal"]]
+        out.append(f"| {r['nodes']} | {r['requests']} | {ray} | "
+                   f"{r['engine_median_s'] * 1000:.1f} ms | {ratio} | {eq} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="docs/perf", help="path prefix for .png/.md/.json")
+    ap.add_argument("--ray-cap", type=float, default=30.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args(argv)
+    rows = sweep(a.ray_cap, a.repeat)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plot(rows, out.with_suffix(".png"), a.ray_cap)
+    md = table(rows, a.ray_cap)
+    out.with_suffix(".md").write_text(md + "\n")
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=1, default=str))
+    print(md)
+    return 1 if any(r["decisions_equal"] is False for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
