@@ -5,17 +5,26 @@ import time
 
 
 def warmup() -> float:
-    """Run one tiny tick through every kernel; returns the seconds it took."""
-    from .build import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
+    """Run one tiny tick that reaches every kernel (fits, walks, picks, classes,
+    labels, anti-affinity, constraints, gangs, idle termination); returns seconds."""
+    from .build import NodeSpec, NodeTypeSpec, build_problem
+    from .requests import GangSpec, RequestSpec
     from .schedule import schedule
 
     t0 = time.perf_counter()
-    types = [NodeTypeSpec("cpu", {"CPU": 4.0, "memory": 8.0}, max_workers=4),
-             NodeTypeSpec("gpu", {"CPU": 8.0, "GPU": 1.0, "memory": 3.0}, max_workers=2)]
-    nodes = [NodeSpec("cpu", total={"CPU": 4.0, "memory": 8.0},
-                      available={"CPU": 1.5, "memory": 8.0}, ray_node_id="n1"),
-             NodeSpec("gpu", status=1)]
-    reqs = [RequestSpec({"CPU": 1.0}, 3), RequestSpec({"GPU": 0.3, "CPU": 0.1}, 2)]
-    p = build_problem(types, nodes, reqs, idle_timeout_s=60.0)
-    schedule(p)
+    types = [NodeTypeSpec("cpu", {"CPU": 4.0, "memory": 8.0}, max_workers=8,
+                          labels={"zone": "a"}),
+             NodeTypeSpec("gpu", {"CPU": 8.0, "GPU": 1.0, "memory": 3.0}, max_workers=4)]
+    run = dict(total={"CPU": 4.0, "memory": 8.0, "node:x": 1.0}, ray_node_id="n",
+               available={"CPU": 1.5, "memory": 8.0, "node:x": 1.0}, idle_ms=90_000)
+    nodes = [NodeSpec("cpu", **run), NodeSpec("cpu", **{**run, "total": {
+        "CPU": 4.0, "memory": 8.0, "node:y": 1.0}, "available": {
+        "CPU": 1.5, "memory": 8.0, "node:y": 1.0}}), NodeSpec("gpu", status=1)]
+    reqs = [RequestSpec({"CPU": 1.0}, 3), RequestSpec({"GPU": 0.3, "CPU": 0.1}, 2),
+            RequestSpec({"CPU": 0.5}, 2, label_selectors=[[("zone", "in", ["a"])]])]
+    gangs = [GangSpec([RequestSpec({"CPU": 1.0}, anti_affinity=("_PG_w", ""))] * 2),
+             GangSpec([RequestSpec({"CPU": 1.0}, affinity=("_PG_v", ""))] * 2)]
+    p = build_problem(types, nodes, reqs, idle_timeout_s=60.0, gangs=gangs,
+                      constraint=[RequestSpec({"CPU": 2.0}, 2)], pending_idle_timeout_s=30.0)
+    schedule(p, now_s=1.0)
     return time.perf_counter() - t0

@@ -8,6 +8,7 @@ import pytest
 from engine.build import _exact_columns
 from engine.kernels.fit import _fit_count, _take
 from engine.kernels.pack import _best_node
+from engine.kernels.pick import _invalidate, _refresh_pick
 from engine.kernels.score import _score, _victim_util
 
 from . import twins
@@ -194,6 +195,34 @@ def test_best_node_matches_twin(grid):
         assert got == want, case
         if want >= 0:
             assert out.tolist() == taken, case
+        # The caching pick agrees with a fresh pick, and stays equal after a pick
+        # lowered the counts (cached walks marked stale exactly when needed).
+        C = len(cands)
+        alive, valid, did = np.ones(C, bool), np.zeros(C, bool), np.zeros(C, bool)
+        tk = np.zeros((C, S), np.int64)
+        k0, k1, k2 = (np.zeros(C, np.int64) for _ in range(3))
+        k3, k4 = np.zeros(C), np.zeros(C)
+        args = (cls, 3, total, order, free, present, placed_res, placed_gpu, label, hist,
+                nhist, rec, prio, av, implicit, exact, runs)
+        got2 = _refresh_pick(cands, alive, valid, *args, left, rq, 0, True,
+                             tk, did, k0, k1, k2, k3, k4)
+        assert got2 == want, case
+        if want < 0:
+            continue
+        new_left = left - tk[got2]
+        alive[got2] = False
+        _invalidate(valid, tk, np.flatnonzero(new_left != left).astype(np.int32), left,
+                    new_left)
+        got3 = _refresh_pick(cands, alive, valid, *args, new_left, rq, 0, True,
+                             tk, did, k0, k1, k2, k3, k4)
+        want3, taken3 = twins.best_node_ref(
+            cands[alive], cls, total, order, free, present, placed_res, placed_gpu, label,
+            [hist[m, : nhist[m]].tolist() for m in range(M)], rec, prio, av, implicit, runs,
+            new_left, reqs, gpu_key, 0, True)
+        alive_pos = np.flatnonzero(alive)
+        assert (got3 < 0 and want3 < 0) or got3 == alive_pos[want3], case
+        if want3 >= 0:
+            assert tk[got3].tolist() == taken3, case
 
 
 def test_row_ids_match_unique_rows():
