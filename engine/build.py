@@ -206,10 +206,10 @@ def build_problem(
             if ns.type not in type_index and ns.type not in extra_types:
                 extra_types.append(ns.type)   # kept and reported (quirk Q3 fixed)
             tot = ns.total
-            node_names.update(tot)
-            for k in (ns.available or ()):
-                if k not in tot:
-                    node_names[k] += 1
+            node_names.update(tot.keys())          # +1 per name (not its value)
+            av = ns.available
+            if av and (len(av) > len(tot) or not av.keys() <= tot.keys()):
+                node_names.update(av.keys() - tot.keys())
             if ns.labels:
                 for k in ns.labels:
                     lvocab.add(k)

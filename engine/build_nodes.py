@@ -59,37 +59,44 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
     rows = np.asarray(rows, np.int64)
     tk, tv, tr, tp, tc = _flat([ns.total for ns in specs], rows, ids)
     ak, av, ar, _, ac = _flat([ns.available or {} for ns in specs], rows, ids)
+    tvals = checked(tv, lambda j: f"instances[{kept[tr[j]]}].total_resources[{tk[j]!r}]", check)
+    avals = checked(av, lambda j: f"instances[{kept[ar[j]]}].available_resources[{ak[j]!r}]",
+                    check)
     # Private resources: the k-th of a node in its totals takes pseudo column k.
-    mine: dict = {}
     t_priv = np.flatnonzero(tc < 0)
+    pcol: dict = {}                                  # (row, name) -> pseudo column
+    n_mine: dict = {}                                # row -> private resources so far
     if t_priv.size:
-        first = np.searchsorted(t_priv, t_priv, side="left")
-        grp_start = np.r_[0, np.flatnonzero(np.diff(tr[t_priv])) + 1]
+        rows_p = tr[t_priv]
+        grp_start = np.r_[0, np.flatnonzero(np.diff(rows_p)) + 1]
         start_of = np.repeat(grp_start, np.diff(np.r_[grp_start, t_priv.size]))
         rank = np.arange(t_priv.size) - start_of
-        del first
         tc[t_priv] = pseudo[rank]
-        for j, n, c in zip(t_priv.tolist(), tr[t_priv].tolist(), tc[t_priv].tolist()):
-            mine.setdefault(n, {})[tk[j]] = c
-    for j in np.flatnonzero(ac < 0).tolist():     # private in the availability map
-        n = int(ar[j])
-        d = mine.setdefault(n, {})
-        c = d.get(ak[j])
-        if c is None:
-            c = d[ak[j]] = int(pseudo[len(d)])
-        ac[j] = c
-    node_private = out["node_private"]
-    for n, d in mine.items():
-        tot = nodes[kept[n]].total
-        node_private[n] = tuple((k, float(tot[k])) for k in d if k in tot)
+        names = [tk[j] for j in t_priv.tolist()]
+        rl = rows_p.tolist()
+        pcol = dict(zip(zip(rl, names), tc[t_priv].tolist()))
+        n_mine = dict(zip(rl, (rank + 1).tolist()))  # last write per row = its count
+        private_of: dict = {}
+        for n, k, j in zip(rl, names, t_priv.tolist()):
+            private_of.setdefault(n, []).append((k, float(tvals[j])))
+        node_private = out["node_private"]
+        for n, lst in private_of.items():
+            node_private[n] = tuple(lst)
+    a_priv = np.flatnonzero(ac < 0)
+    if a_priv.size:                                   # private in the availability map
+        keys = list(zip(ar[a_priv].tolist(), [ak[j] for j in a_priv.tolist()]))
+        got = [pcol.get(key) for key in keys]
+        for j, key, c in zip(a_priv.tolist(), keys, got):
+            if c is None:                             # named only in the availability map
+                k = n_mine.get(key[0], 0)
+                c = pcol[key] = int(pseudo[k])
+                n_mine[key[0]] = k + 1
+            ac[j] = c
     labels_out, lids = out["node_label"], lvocab.ids
     for n, ns in zip(rows.tolist(), specs):
         if ns.labels:
             for k, v in ns.labels.items():
                 labels_out[n, lids[k]] = values.add(str(v))
-    tvals = checked(tv, lambda j: f"instances[{kept[tr[j]]}].total_resources[{tk[j]!r}]", check)
-    avals = checked(av, lambda j: f"instances[{kept[ar[j]]}].available_resources[{ak[j]!r}]",
-                    check)
     total, free, present = out["node_total"], out["node_free"], out["node_present"]
     total[tr, tc] = tvals
     out["node_order"][tr, tp] = tc
