@@ -81,6 +81,7 @@ class Context:
         self.rcls = np.full(cap, -2, IDX)
         self.crcls = np.full(cap, -2, IDX)
         self.n_strict = [0, 0]
+        self._strict_done = [False, False]
         # Ray's NodeStateCache class of non-running slots per source, by exact key
         # bytes (content-addressed, so ids stay valid); -2: (re)compute.
         self.lcls = np.full(cap, -2, IDX)
@@ -112,6 +113,9 @@ class Context:
         """(M,) strict class id per slot for source ``sa`` (-1: alone), computing
         them for every running node in the list the first time."""
         rc = self.rcls if sa.source == 0 else self.crcls
+        if self._strict_done[sa.source]:
+            return rc       # running nodes never join later; a changed one is -1
+        self._strict_done[sa.source] = True
         run = self.nodes[self.status[self.nodes] == Status.RAY_RUNNING]
         todo = run[rc[run] == -2]
         if todo.size:

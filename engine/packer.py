@@ -11,6 +11,7 @@ import numpy as np
 from . import ippr
 from .context import Context
 from .dtypes import CNT, IDX, Status
+from .kernels.fit import _fits_any
 from .kernels.pack import _commit
 from .kernels.pick import _invalidate, _refresh_pick
 from .kernels.rows import row_ids
@@ -309,10 +310,7 @@ class Packer:
         # §4.2 pre-filter: running nodes that cannot fit any shape wait at the end.
         nodes = c.nodes
         live_q = np.unique(runs[left > 0])
-        fits_any = np.zeros(len(nodes), bool)
-        for q in live_q:
-            cols = rq.cols[q, : rq.ncols[q]]
-            fits_any |= np.all(sa.free[nodes][:, cols] >= rq.table.qty[q, cols], axis=1)
+        fits_any = _fits_any(sa.free, nodes, live_q.astype(IDX), rq.table.qty, rq.cols, rq.ncols)
         exhausted = (c.status[nodes] == Status.RAY_RUNNING) & ~fits_any & (len(live_q) > 0)
         cands = nodes[~exhausted]
         # §4.3 existing nodes first.

@@ -51,9 +51,9 @@ def _request_spec(rr, where: str, count: int = 1) -> RequestSpec:
             raise ProblemError(f"{where}.placement_constraints[0]",
                                "is neither an affinity nor an anti-affinity")
     sels = [[(c.label_key, int(c.operator), list(c.label_values)) for c in sel.label_constraints]
-            for sel in rr.label_selectors]
-    bundle = rr.resources_bundle
-    return RequestSpec(dict(bundle), count, sels, aff, anti, sum=sum(bundle.values()))
+            for sel in rr.label_selectors] if rr.label_selectors else ()
+    bundle = _pb_dict(rr.resources_bundle)      # the map's own order: Ray sums in it
+    return RequestSpec(bundle, count, sels, aff, anti, sum=sum(bundle.values()))
 
 
 def _gang_spec(g, i: int) -> GangSpec:
