@@ -316,6 +316,12 @@ class Packer:
         # §4.3 existing nodes first.
         cls, ncls, strict = classes(c, cands, sa)
         picker = Picker(self, cands, cls, ncls, K, strict)
+        if len(live_q):
+            # A pending node that holds no unit of any shape places nothing: its walk
+            # is known without walking (it stays in the list where it is).
+            none = ~_fits_any(sa.free, cands, live_q.astype(IDX), rq.table.qty, rq.cols,
+                              rq.ncols)
+            picker.valid[: picker.n][none] = True
         target, left = self._loop(picker, runs, left)
         nodes_after = np.concatenate([np.asarray(target, IDX), picker.remaining(),
                                       nodes[exhausted]])
