@@ -3,10 +3,10 @@
 Data come from the seeded, append-only generators in ``common.py`` (the synthetic
 cluster of RAY_V2_SEMANTICS.md §11, saturated scenario unless a parameter says
 otherwise). Setup builds inputs and warms the numba kernels up; only the call
-named by the method is measured. Larger grids from the issue (30k nodes, 1M units,
-1k gangs) are to be added later as new classes / params, with a generator version
-that makes gangs (``cluster_v1`` makes none); the CI smoke (every param once) must
-stay under 3 minutes.
+named by the method is measured. ``Tick`` is the grid without placement groups
+(``cluster_v1``); ``TickGangs`` adds 1,000 GCS-encoded placement groups and
+``TickLarge`` reaches 30,000 nodes and 1,000,000 pending units (``cluster_v2``).
+The CI smoke runs every param once and must stay under 3 minutes.
 """
 from __future__ import annotations
 
@@ -34,6 +34,36 @@ class Tick:
                                              scenario="saturated", seed=0)
 
     def time_tick(self, nodes, units, shapes):
+        engine.schedule(self.problem)
+
+
+class TickGangs:
+    """One engine tick with placement groups: every gang is packed atomically."""
+    params = ([1000, 10000], [1000, 100000], [200], [1000])
+    param_names = ["nodes", "units", "shapes", "gangs"]
+    timeout = _SETUP_TIMEOUT
+
+    def setup(self, nodes, units, shapes, gangs):
+        engine.warmup()
+        self.problem = common.cached_problem_v2(nodes=nodes, units=units, shapes=shapes,
+                                                scenario="saturated", seed=0, gangs=gangs)
+
+    def time_tick(self, nodes, units, shapes, gangs):
+        engine.schedule(self.problem)
+
+
+class TickLarge:
+    """The largest grid of the issue: 30,000 nodes and 1,000,000 pending units."""
+    params = ([30000], [1000000], [10, 200], [0, 1000])
+    param_names = ["nodes", "units", "shapes", "gangs"]
+    timeout = _SETUP_TIMEOUT
+
+    def setup(self, nodes, units, shapes, gangs):
+        engine.warmup()
+        self.problem = common.cached_problem_v2(nodes=nodes, units=units, shapes=shapes,
+                                                scenario="saturated", seed=0, gangs=gangs)
+
+    def time_tick(self, nodes, units, shapes, gangs):
         engine.schedule(self.problem)
 
 

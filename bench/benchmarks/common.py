@@ -462,6 +462,12 @@ def cached_problem(**kw):
     return make_problem(**kw)
 
 
+@functools.lru_cache(maxsize=4)
+def cached_problem_v2(**kw):
+    """``engine_problem(cluster_v2(**kw))`` memoised per process."""
+    return engine_problem(cluster_v2(**kw))
+
+
 # ---- append-only guard -----------------------------------------------------------------------
 def fingerprint(spec: ClusterSpec) -> str:
     """sha256 (first 16 hex) of the spec in its own order (dict order matters to Ray)."""
