@@ -106,30 +106,29 @@ def encode(specs: Sequence[RequestSpec], wheres: Sequence[str], vocab: Vocab, lv
     anti = np.full((Q, 2), -1, IDX)
     sel_ptr, sel_con_ptr, con_key, con_op, con_val_ptr, con_vals = [0], [0], [], [], [0], []
     sel_keys, idents, ident_of = [], [], {}
+    ids = vocab.ids
+    qr, qc, qv, qk = [], [], [], []
     for q, rs in enumerate(specs):
-        where = wheres[q]
-        s = 0
-        for k, v in rs.resources.items():
-            x = qty_check(v, f"{where}.resources_bundle[{k!r}]")
-            qty[q, vocab[k]] = x
-            present[q, vocab[k]] = True
-            s += x
-        total[q] = s
-        if rs.affinity is not None and rs.anti_affinity is not None:
-            raise ProblemError(f"{where}.placement_constraints",
-                               "has both an affinity and an anti-affinity; at most one is supported")
-        for arr, pc in ((aff, rs.affinity), (anti, rs.anti_affinity)):
-            if pc is not None:
-                arr[q] = (lvocab[pc[0]], values.add(str(pc[1])))
-                n_pc[q] = 1
+        res = rs.resources
+        ks = list(res)
+        qr += [q] * len(ks); qc += [ids[k] for k in ks]; qv += res.values(); qk += ks
+        if rs.affinity is not None or rs.anti_affinity is not None:
+            if rs.affinity is not None and rs.anti_affinity is not None:
+                raise ProblemError(f"{wheres[q]}.placement_constraints", "has both an affinity "
+                                   "and an anti-affinity; at most one is supported")
+            for arr, pc in ((aff, rs.affinity), (anti, rs.anti_affinity)):
+                if pc is not None:
+                    arr[q] = (lvocab[pc[0]], values.add(str(pc[1])))
+                    n_pc[q] = 1
         canon = []
         for i, sel in enumerate(rs.label_selectors):
             cons = []
             for j, con in enumerate(sel):
                 key, op, vals = con
                 if op not in _OPS:
-                    raise ProblemError(f"{where}.label_selectors[{i}].label_constraints[{j}].operator",
-                                       f"must be IN or NOT_IN, got {op!r}")
+                    raise ProblemError(
+                        f"{wheres[q]}.label_selectors[{i}].label_constraints[{j}].operator",
+                        f"must be IN or NOT_IN, got {op!r}")
                 con_key.append(lvocab[key])
                 con_op.append(_OPS[op])
                 vals = [str(v) for v in vals]
@@ -141,9 +140,20 @@ def encode(specs: Sequence[RequestSpec], wheres: Sequence[str], vocab: Vocab, lv
         sel_ptr.append(len(sel_con_ptr) - 1)
         sk = tuple(canon)
         sel_keys.append(sk)
-        ident = (tuple(sorted((k, float(v)) for k, v in rs.resources.items())),
-                 tuple(aff[q]), tuple(anti[q]), sk)
+        ident = (tuple(sorted(res.items())), rs.affinity, rs.anti_affinity, sk)
         idents.append(ident_of.setdefault(ident, len(ident_of)))
+    from .build_nodes import checked
+    vals = checked(qv, lambda j: f"{wheres[qr[j]]}.resources_bundle[{qk[j]!r}]", qty_check)
+    qty[qr, qc] = vals
+    present[qr, qc] = True
+    # Each bundle's sum, left to right in its own key order (as Python's sum()).
+    lens = np.fromiter((len(rs.resources) for rs in specs), np.int64, Q)
+    starts = np.cumsum(lens) - lens
+    for q in range(Q):
+        acc = 0
+        for x in vals[starts[q]: starts[q] + lens[q]].tolist():
+            acc += x
+        total[q] = acc
     if sums is not None:
         for q, x in enumerate(sums):
             if x is not None:
