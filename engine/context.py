@@ -134,6 +134,19 @@ class Context:
             lc[todo] = [ids.setdefault(r.tobytes(), len(ids)) for r in rows]
         return lc
 
+    def mutable(self):
+        """The arrays packing can change for an existing slot (what a transaction
+        must be able to put back). Type, status, kind, idle time, tie-breakers and
+        termination marks are set outside packing and never change inside it."""
+        if self._mut is None:
+            fixed = {"type", "status", "kind", "idle", "has_ray", "prio", "rec", "avail",
+                     "sched", "cause", "cause_value", "ippr_attached", "ippr_failed",
+                     "ippr_raylet", "ippr_cur", "ippr_max"}
+            self._mut = [k for k in self._arrays() if k not in fixed]
+        return self._mut
+
+    _mut = None
+
     def _arrays(self):
         if self._names is None:
             self._names = [k for k, v in vars(self).items()
@@ -192,7 +205,7 @@ class Context:
         """Call before changing slot m's rows inside a transaction."""
         tx = self._tx
         if tx is not None and m < tx[0] and m not in tx[2]:
-            tx[2][m] = {k: getattr(self, k)[m].copy() for k in self._arrays()}
+            tx[2][m] = {k: getattr(self, k)[m].copy() for k in self.mutable()}
         self.rcls[m] = self.crcls[m] = -1        # changed: no longer anyone's twin
         self.lcls[m] = self.clcls[m] = -2        # its cache key must be looked up again
 

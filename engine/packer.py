@@ -290,7 +290,7 @@ class Packer:
         """k more launches identical to the committed template m."""
         c = self.ctx
         new = c.new_slots(int(c.type[m]), k)
-        for name in c._arrays():
+        for name in c.mutable():           # new_slots set the rest from the type already
             a = getattr(c, name)
             a[new] = a[m]
         return new.tolist()
