@@ -1,7 +1,11 @@
-"""The best-node pick with per-candidate caching (DESIGN.md §4 item 3).
+"""The best-node pick (§4.6) with per-candidate caching (DESIGN.md §4 item 3).
 
-Same decision as ``pack._best_node``, but a candidate's trial walk and score
-are kept between picks of one packing loop and recomputed only when stale: a
+Every candidate is walked on scratch rows (pack._walk), scored, and the best by
+the key (label score, gpu_ok, matching types, min util, mean util, recoverable
+availability, priority, cloud availability) wins, compared lexicographically;
+the first candidate wins exact ties (Ray's stable sort). A candidate's trial
+walk and score are kept between picks of one packing loop and recomputed only
+when stale: a
 pick lowers the remaining counts of the runs the winner took, and a cached
 walk stays exact as long as, for each such run, the candidate did not take
 every remaining unit and still takes no more than now remain (its count was
