@@ -1,7 +1,6 @@
 """engine.baseline: hand cases, then seeded random problems checked by engine.validate."""
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -310,7 +309,7 @@ def test_random_plans_are_legal_and_deterministic(chunk):
             assert not (no_fit and holds[s]), f"seed {seed}: run {s}"
 
 
-def test_ten_thousand_nodes_two_hundred_runs_is_fast():
+def test_ten_thousand_nodes_two_hundred_runs_give_a_legal_plan():
     rng = np.random.default_rng(7)
     types = [NodeTypeSpec(f"t{t}", {"CPU": 2.0 ** t, "memory": 2.0 ** t * 4e9,
                                     **({"GPU": 1.0} if t == 3 else {})}, max_workers=20_000)
@@ -326,9 +325,6 @@ def test_ten_thousand_nodes_two_hundred_runs_is_fast():
                              "memory": float(rng.choice([1e9, 2e9]))}, count=int(rng.integers(1, 50)))
                 for _ in range(200)]
     problem = build_problem(types, nodes, requests, max_num_nodes=20_000)
-    schedule_baseline(problem)
-    t0 = time.perf_counter()
-    plan = schedule_baseline(problem)
-    elapsed = time.perf_counter() - t0
+    plan = schedule_baseline(problem)      # its speed is measured in bench/, not here
     assert check_plan(problem, plan) == []
-    assert elapsed < 2.0, f"{elapsed:.2f} s"      # typically ~0.1 s; loose for shared CI
+    assert plan.n_launched > 0
