@@ -143,7 +143,8 @@ def test_negative_duration_is_a_trace_error(tmp_path):
     pq.write_table(bad, tmp_path / "neg.parquet")
     with pytest.raises(TraceError) as e:
         load(tmp_path / "neg.parquet")
-    assert (e.value.column, e.value.row) == ("duration_s", 3)
+    named = ("duration_s", 3)        # the column and row of the negative value
+    assert (e.value.column, e.value.row) == named
     with pytest.raises(TraceError, match="duration_s"):
         load(bad)                                # a Table is validated the same way
 
