@@ -196,6 +196,16 @@ class Context:
         self.M = m0 + k
         return np.arange(m0, m0 + k, dtype=IDX)
 
+    def copy_slot(self, m: int, k: int) -> np.ndarray:
+        """k new slots, each an exact copy of slot m (not in the node list yet)."""
+        m0 = self.M
+        self._grow(m0 + k)
+        for name in self._arrays():
+            a = getattr(self, name)
+            a[m0: m0 + k] = a[m]
+        self.M = m0 + k
+        return np.arange(m0, m0 + k, dtype=IDX)
+
     # ---- transactions (a gang or a constraint is all or nothing) ------------------------
     def begin(self) -> None:
         """Start recording: rows are saved the first time a slot is touched."""

@@ -289,11 +289,7 @@ class Packer:
     def _clone(self, m: int, k: int) -> list:
         """k more launches identical to the committed template m."""
         c = self.ctx
-        new = c.new_slots(int(c.type[m]), k)
-        for name in c.mutable():           # new_slots set the rest from the type already
-            a = getattr(c, name)
-            a[new] = a[m]
-        return new.tolist()
+        return c.copy_slot(m, k).tolist()
 
     def run(self, run_req: np.ndarray, run_cnt: np.ndarray) -> np.ndarray:
         """Pack runs (request rows in Ray order, with counts). Returns the units
