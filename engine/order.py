@@ -29,7 +29,7 @@ def request_order(rq, resources, runs: list) -> list:
     for run in runs:
         q = run[0]
         if q not in keys:
-            keys[q] = request_key(rq, resources, q)
+            keys[q] = rq.sort_key(q, lambda q=q: request_key(rq, resources, q))
     return sorted(runs, key=lambda run: keys[run[0]], reverse=True)
 
 

@@ -13,6 +13,7 @@ class Requests:
         t = p.req
         self.p = p
         self.table = _Rows(t)
+        self._keys: dict = {}
         # Every gang's request list, merged once up front (one rebuild for all).
         self._gangs = [self._gang_rows(g) for g in range(p.G)]
         self._rebuild()
@@ -33,6 +34,17 @@ class Requests:
         self.kernel = (t.qty, self.cols, self.ncols, self.gpu_key, t.anti, t.sel_lo, t.sel_hi,
                        t0.sel_con_ptr, t0.con_key, t0.con_op, t0.con_val_ptr, t0.con_vals,
                        self.has_sel)
+
+    def sort_key(self, q: int, make) -> tuple:
+        """Ray's sort key of row q, computed once per distinct request (identical
+        requests with the same bundle sum share it; merged rows are their own)."""
+        Q0 = self.p.req.Q
+        # The bundle sum joins the identity: it follows each map's own key order.
+        k = (int(self.p.req.ident[q]), float(self.table.sum[q])) if q < Q0 else -1 - q
+        key = self._keys.get(k)
+        if key is None:
+            key = self._keys[k] = make()
+        return key
 
     def gang_requests(self, g: int) -> list[int]:
         return self._gangs[g]
