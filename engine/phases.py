@@ -2,7 +2,6 @@
 over the Context. Section numbers refer to that document."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 
 import numpy as np
-from typing import Callable, Optional
+from typing import Callable
 
 from ray.autoscaler.v2.scheduler import SchedulingReply, SchedulingRequest
 from ray.core.generated.instance_manager_pb2 import Instance, LaunchRequest, TerminationRequest

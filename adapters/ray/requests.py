@@ -2,7 +2,7 @@
 own scheduler and to the engine alike (demo, replay, benchmarks)."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
 from ray.autoscaler.v2.instance_manager.config import NodeTypeConfig
 from ray.autoscaler.v2.scheduler import SchedulingRequest
@@ -11,7 +11,6 @@ from ray.core.generated.autoscaler_pb2 import NodeState, ResourceRequest, Resour
 from ray.core.generated.instance_manager_pb2 import Instance
 
 from engine.build import NodeSpec, NodeTypeSpec, RequestSpec
-from engine.dtypes import Status
 
 
 def type_config(ts: NodeTypeSpec) -> NodeTypeConfig:

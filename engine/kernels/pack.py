@@ -6,7 +6,6 @@ The pick itself is kernels/pick.py.
 (qty (Q,R), cols (Q,R), ncols (Q,), gpu_key (Q,), anti (Q,2), sel_lo (Q,), sel_hi (Q,),
 sel_con_ptr, con_key, con_op, con_val_ptr, con_vals, has_sel (Q,)).
 """
-import numpy as np
 
 from ._jit import njit
 from .fit import _fit_count, _take
