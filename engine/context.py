@@ -23,13 +23,14 @@ DEMAND, CONSTRAINT = 0, 1
 _SRC = ("free", "present", "placed_res", "placed_gpu", "placed_any", "hist", "nhist")
 _PREFIX = ("", "c")
 _FILL = {"order": -1, "label": -1, "hist": -1, "chist": -1, "status": Status.NONE,
-         "rcls": -2, "crcls": -2, "lcls": -2, "clcls": -2,
+         "rcls": -2, "crcls": -2, "lcls": -2, "clcls": -2, "ghash": np.nan,
          "kind": Kind.WORKER, "rec": 1.0, "avail": 1.0}
 
 
 class Context:
     def __init__(self, p: Problem):
         self.p = p
+        self._src, self._narrow = [None, None], [None, None]   # views, made on first use
         N, R, L = p.N, p.R, len(p.label_keys)
         H = max(1, int((np.diff(p.req.sel_ptr) > 0).sum()))
         cap = max(16, 2 * N)
@@ -86,6 +87,8 @@ class Context:
         # bytes (content-addressed, so ids stay valid); -2: (re)compute.
         self.lcls = np.full(cap, -2, IDX)
         self.clcls = np.full(cap, -2, IDX)
+        # The gang kernel's digest of the same key (NaN: to compute; kernels/gangs.py).
+        self.ghash = np.full(cap, np.nan)
         self.loose_ids = [{}, {}]
         self._names = None
         # One pristine new node per configured type: the template every launch of
@@ -103,11 +106,16 @@ class Context:
             self.pristine[t] = m
 
     def src(self, s: int) -> SimpleNamespace:
-        """The availability and placement arrays of one request source."""
-        pre = _PREFIX[s]
-        ns = SimpleNamespace(**{k: getattr(self, pre + k) for k in _SRC})
-        ns.source = s
+        """The availability and placement arrays of one request source (a view
+        made once, and again only after the arrays grow)."""
+        ns = self._src[s]
+        if ns is None:
+            pre = _PREFIX[s]
+            ns = SimpleNamespace(**{k: getattr(self, pre + k) for k in _SRC})
+            ns.source = s
+            self._src[s] = ns
         return ns
+
 
     def strict_classes(self, sa, compute) -> np.ndarray:
         """(M,) strict class id per slot for source ``sa`` (-1: alone), computing
@@ -147,6 +155,15 @@ class Context:
 
     _mut = None
 
+    def _narrow_arrays(self, source: int) -> list:
+        """(name, array) pairs a packing commit of ``source`` writes."""
+        out = self._narrow[source]
+        if out is None:
+            pre = _PREFIX[source]
+            out = [(pre + k, getattr(self, pre + k)) for k in _SRC] + [("label", self.label)]
+            self._narrow[source] = out
+        return out
+
     def _arrays(self):
         if self._names is None:
             self._names = [k for k, v in vars(self).items()
@@ -167,6 +184,8 @@ class Context:
             b[:cap] = a
             b[cap:] = _FILL.get(name, 0)
             setattr(self, name, b)
+        self._src = [None, None]
+        self._narrow = [None, None]
 
     def new_slots(self, t: int, k: int, sched: int = Sched.TO_LAUNCH,
                   cap_row=None) -> np.ndarray:
@@ -211,13 +230,25 @@ class Context:
         """Start recording: rows are saved the first time a slot is touched."""
         self._tx = (self.M, self.nodes.copy(), {})
 
-    def touch(self, m: int) -> None:
-        """Call before changing slot m's rows inside a transaction."""
+    def touch(self, m: int, source: int = -1) -> None:
+        """Call before changing slot m's rows inside a transaction. ``source``:
+        only that source's availability and placement rows and the labels will
+        change (a packing commit), so only those are saved; -1: any row may."""
         tx = self._tx
-        if tx is not None and m < tx[0] and m not in tx[2]:
-            tx[2][m] = {k: getattr(self, k)[m].copy() for k in self.mutable()}
+        if tx is not None and m < tx[0]:
+            saved = tx[2].get(m)
+            if saved is None:
+                saved = tx[2][m] = {}
+            if source < 0:
+                arrays = [(k, getattr(self, k)) for k in self.mutable()]
+            else:
+                arrays = self._narrow_arrays(source)
+            for k, a in arrays:
+                if k not in saved:      # rows not saved yet are still as they began
+                    saved[k] = a[m].copy()
         self.rcls[m] = self.crcls[m] = -1        # changed: no longer anyone's twin
         self.lcls[m] = self.clcls[m] = -2        # its cache key must be looked up again
+        self.ghash[m] = np.nan
 
     def rollback(self) -> None:
         M, nodes, saved = self._tx

@@ -170,7 +170,7 @@ class Picker:
         sa = ctx.src(self.pk.source)
         slots = self.cands[positions]
         for s in slots.tolist():
-            ctx.touch(s)
+            ctx.touch(s, self.pk.source)
         for a in (sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any, sa.hist,
                   sa.nhist, ctx.label):
             a[slots] = a[m]
@@ -235,7 +235,7 @@ class Packer:
             if avail is not None:
                 m = self._clone(m, 1)[0]           # the pristine template stays pristine
             sa = c.src(self.source)
-            c.touch(m)
+            c.touch(m, self.source)
             _commit(m, sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any,
                     c.label, sa.hist, sa.nhist, p.implicit, p.exact, runs, left,
                     self.rq.kernel, np.zeros(len(runs), np.int64))

@@ -7,6 +7,7 @@ import numpy as np
 
 from .context import CONSTRAINT, DEMAND, Context
 from .dtypes import CNT, IDX, Cause, Kind, Sched, Status, Why
+from .kernels.gangs import _pack_gangs
 from .kernels.score import _victim_util
 from .order import PENDING_RANK, gang_order, request_order, victim_order
 from .packer import Packer
@@ -126,6 +127,17 @@ def _merged_runs(rq: Requests, p, rows: list) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(out_q, IDX), np.asarray(out_n, CNT)
 
 
+def _run_positions(rq: Requests, p, rows: list) -> list:
+    """``_merged_runs`` as (position in ``rows`` of each run's request, count)."""
+    if len({rq.row_key(q) for q in rows}) == 1:
+        return [(0, len(rows))]            # all equal: one run, whatever the order
+    q_runs, n_runs = _merged_runs(rq, p, rows)
+    first = {}
+    for i, q in enumerate(rows):
+        first.setdefault(q, i)
+    return [(first[q], n) for q, n in zip(q_runs.tolist(), n_runs.tolist())]
+
+
 def _why(ctx: Context, rq: Requests, q: int, n_nodes: int) -> int:
     p = ctx.p
     cols = np.flatnonzero(rq.table.qty[q] > 0)
@@ -154,22 +166,80 @@ def enforce_constraint(ctx: Context, rq: Requests) -> bool:
 
 
 # ---- §3.7 gangs (placement groups) -----------------------------------------------------
+GANG_KERNEL = True      # tests switch it off to compare with the Python packer
+
+
 def sched_gangs(ctx: Context, rq: Requests) -> np.ndarray:
     """Each gang all or nothing, in Ray's order; returns (G,) bool infeasible and
-    the processing order."""
+    the processing order. One kernel call for all of them (kernels/gangs.py)
+    unless a node has IPPR attached (then each gang is a Packer.run)."""
     p = ctx.p
-    bad = np.zeros(p.G, bool)
     order = gang_order(p.gang_key)
-    for g in order:
-        runs, cnts = _merged_runs(rq, p, rq.gang_requests(g))
+    runs = _gang_runs(rq, p, order)
+    if not p.G:
+        return np.zeros(0, bool), order
+    if GANG_KERNEL and not ctx.ippr_attached[ctx.nodes].any():
+        return _gangs_in_kernel(ctx, rq, runs, order), order
+    bad = np.zeros(p.G, bool)
+    for g, (q, n) in zip(order, runs):
         ctx.begin()
-        left = Packer(ctx, rq, DEMAND).run(runs, cnts)
+        left = Packer(ctx, rq, DEMAND).run(q, n)
         if left.sum() > 0:
             ctx.rollback()
             bad[g] = True
         else:
             ctx.commit()
     return bad, order
+
+
+def _gang_runs(rq: Requests, p, order: list) -> list:
+    """(request rows, counts) of each gang in ``order``, as Ray packs them."""
+    shared: dict = {}     # equal request lists sort the same: positions of their runs
+    out = []
+    for g in order:
+        rows = rq.gang_requests(g)
+        sig = tuple(rq.row_key(q) for q in rows)
+        how = shared.get(sig)
+        if how is None:
+            how = shared[sig] = _run_positions(rq, p, rows)
+        out.append((np.asarray([rows[i] for i, _ in how], IDX),
+                    np.asarray([n for _, n in how], CNT)))
+    return out
+
+
+def _gangs_in_kernel(ctx: Context, rq: Requests, runs: list, order: list) -> np.ndarray:
+    p = ctx.p
+    ptr = np.zeros(len(runs) + 1, np.int64)
+    ptr[1:] = np.cumsum([len(q) for q, _ in runs])
+    g_run = np.concatenate([q for q, _ in runs]).astype(IDX)
+    g_cnt = np.concatenate([n for _, n in runs]).astype(CNT)
+    M0 = ctx.M
+    ctx._grow(M0 + int(g_cnt.sum()))      # room for a clone per unit
+    pristine = np.full(p.T, -1, IDX)
+    for t, m in ctx.pristine.items():
+        pristine[t] = m
+    slots = (ctx.total, ctx.order, ctx.label, ctx.type, ctx.status, ctx.kind, ctx.rec,
+             ctx.prio, ctx.avail)
+    sa = ctx.src(DEMAND)
+    src = (sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any, sa.hist, sa.nhist)
+    bad_sorted, nodes, M1, tmpl = _pack_gangs(
+        ctx.nodes, M0, ptr, g_run, g_cnt, pristine, p.type_max, p.type_configured,
+        p.max_num_nodes, slots, src, (ctx.rcls, ctx.crcls, ctx.lcls, ctx.clcls), ctx.ghash,
+        p.implicit, p.exact, rq.kernel, p.gpu_col, p.conserve_gpu)
+    # The clones' other rows (constraint source, termination marks, IPPR) are
+    # their template's; the kernel wrote the rows it reads and commits.
+    written = {id(a) for a in slots + src + (ctx.ghash,)}
+    new = slice(M0, M1)
+    for name in ctx._arrays():
+        a = getattr(ctx, name)
+        if id(a) not in written:
+            a[new] = a[tmpl]
+    ctx.rcls[new] = ctx.crcls[new] = -1
+    ctx.lcls[new] = ctx.clcls[new] = -2
+    ctx.M, ctx.nodes = int(M1), nodes.astype(IDX)
+    bad = np.zeros(p.G, bool)
+    bad[np.asarray(order, np.int64)] = bad_sorted
+    return bad
 
 
 # ---- §3.8 plain resource requests -----------------------------------------------------

@@ -16,6 +16,7 @@ class Requests:
         self._keys: dict = {}
         # Every gang's request list, merged once up front (one rebuild for all).
         self._gangs = [self._gang_rows(g) for g in range(p.G)]
+        self.table.flush()
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -35,12 +36,17 @@ class Requests:
                        t0.sel_con_ptr, t0.con_key, t0.con_op, t0.con_val_ptr, t0.con_vals,
                        self.has_sel)
 
+    def row_key(self, q: int):
+        """What makes two rows the same request, to the sort and to packing: the
+        request identity and its bundle sum; a merged row is only itself."""
+        Q0 = self.p.req.Q
+        return (int(self.p.req.ident[q]), float(self.table.sum[q])) if q < Q0 else -1 - q
+
     def sort_key(self, q: int, make) -> tuple:
         """Ray's sort key of row q, computed once per distinct request (identical
         requests with the same bundle sum share it; merged rows are their own)."""
-        Q0 = self.p.req.Q
         # The bundle sum joins the identity: it follows each map's own key order.
-        k = (int(self.p.req.ident[q]), float(self.table.sum[q])) if q < Q0 else -1 - q
+        k = self.row_key(q)
         key = self._keys.get(k)
         if key is None:
             key = self._keys[k] = make()
@@ -101,6 +107,7 @@ class _Rows:
         self.sel_hi = t.sel_ptr[1:].copy()
         self.sel_key = list(t.sel_key)
         self.sel_con_ptr = t.sel_con_ptr
+        self._new: list = []       # appended rows not yet in the arrays
 
     def n_first_selector(self, q: int) -> int:
         if self.sel_hi[q] <= self.sel_lo[q]:
@@ -109,14 +116,21 @@ class _Rows:
         return int(self.sel_con_ptr[s + 1] - self.sel_con_ptr[s])
 
     def append(self, qty, present, s, aff, sel_lo, sel_hi, sel_key) -> int:
-        q = self.qty.shape[0]
-        self.qty = np.vstack([self.qty, qty[None]])
-        self.present = np.vstack([self.present, present[None]])
+        """Add a row; its id is final at once, its arrays join at ``flush``."""
+        self._new.append((qty, present, s, aff, sel_lo, sel_hi, sel_key))
+        return self.qty.shape[0] + len(self._new) - 1
+
+    def flush(self) -> None:
+        new, self._new = self._new, []
+        if not new:
+            return
+        qty, present, s, aff, lo, hi, keys = zip(*new)
+        self.qty = np.vstack([self.qty, np.asarray(qty, self.qty.dtype)])
+        self.present = np.vstack([self.present, np.asarray(present, bool)])
         self.sum = np.append(self.sum, s)
-        self.n_pc = np.append(self.n_pc, 1).astype(IDX)
-        self.aff = np.vstack([self.aff, np.asarray(aff, IDX)[None]])
-        self.anti = np.vstack([self.anti, np.full((1, 2), -1, IDX)])
-        self.sel_lo = np.append(self.sel_lo, sel_lo).astype(IDX)
-        self.sel_hi = np.append(self.sel_hi, sel_hi).astype(IDX)
-        self.sel_key.append(sel_key)
-        return q
+        self.n_pc = np.append(self.n_pc, np.ones(len(new))).astype(IDX)
+        self.aff = np.vstack([self.aff, np.asarray(aff, IDX)])
+        self.anti = np.vstack([self.anti, np.full((len(new), 2), -1, IDX)])
+        self.sel_lo = np.append(self.sel_lo, lo).astype(IDX)
+        self.sel_hi = np.append(self.sel_hi, hi).astype(IDX)
+        self.sel_key.extend(keys)

@@ -102,3 +102,57 @@ def test_batched_picks_equal_one_at_a_time(scenario, monkeypatch):
             assert np.array_equal(getattr(fast, f), getattr(slow, f)), (scenario, seed, f)
         assert np.array_equal(fast.gang_infeasible, slow.gang_infeasible)
         assert fast.n_launched > 0
+
+
+def _plans_equal(a, b, where):
+    for f in FIELDS + ("gang_infeasible", "gang_order"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), (where, f)
+
+
+@pytest.mark.parametrize("scenario", ["saturated", "fragmented"])
+def test_gang_kernel_equals_python_packer(scenario, monkeypatch):
+    """kernels/gangs.py (all gangs in one call) against its slow twin, a
+    Packer.run per gang, on the benchmark clusters with many placement groups
+    and a global node cap that binds part of the way through."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import dataclasses
+
+    from benchmarks.common import cluster_v2, engine_problem
+
+    from engine import phases
+    gangs_seen = infeasible = 0
+    for seed in range(4):
+        p = engine_problem(cluster_v2(nodes=120, units=300, shapes=10, scenario=scenario,
+                                      seed=seed, gangs=60))
+        for cap in (-1, p.N + 15):
+            q = dataclasses.replace(p, max_num_nodes=cap)
+            fast = schedule(q)
+            monkeypatch.setattr(phases, "GANG_KERNEL", False)
+            slow = schedule(q)
+            monkeypatch.setattr(phases, "GANG_KERNEL", True)
+            _plans_equal(fast, slow, (scenario, seed, cap))
+            gangs_seen += q.G
+            infeasible += int(fast.gang_infeasible.sum())
+    assert gangs_seen == 480 and 0 < infeasible < gangs_seen
+
+
+def test_gang_kernel_equals_python_packer_on_random_states(monkeypatch):
+    """The same on the differential tests' random ticks (labels, selectors,
+    every strategy, pending nodes, caps), decoded by the Ray codec."""
+    pytest.importorskip("ray")
+    from adapters.ray.codec import decode
+    from engine import phases
+
+    from .raygen import make_request
+    with_gangs = 0
+    for seed in range(300):
+        p = decode(make_request(seed, max_nodes=30 if seed % 4 else 80)).problem
+        fast = schedule(p)
+        monkeypatch.setattr(phases, "GANG_KERNEL", False)
+        slow = schedule(p)
+        monkeypatch.setattr(phases, "GANG_KERNEL", True)
+        _plans_equal(fast, slow, seed)
+        with_gangs += p.G > 0 and not p.node_ippr["attached"].any()
+    assert with_gangs >= 100

@@ -32,12 +32,14 @@ def _refresh_pick(cands, alive, valid, cls, ncls, total, order, free, present, p
     represented by their first alive member, as Ray's NodeStateCache does.
     """
     R = free.shape[1]
+    K = run_req.shape[0]
+    anti = rq[4]
     seen = np.zeros(max(ncls, 1), dtype=np.bool_)
     f = np.empty(R)
     p = np.empty(R, dtype=np.bool_)
     res = np.empty(R, dtype=np.bool_)
-    lab = np.empty(label.shape[1], dtype=label.dtype)
     hst = np.empty(hist.shape[1], dtype=hist.dtype)
+    was = np.empty(K, dtype=label.dtype)
     best = -1
     for i in range(cands.shape[0]):
         if not alive[i]:
@@ -52,9 +54,15 @@ def _refresh_pick(cands, alive, valid, cls, ncls, total, order, free, present, p
             f[:] = free[m]
             p[:] = present[m]
             res[:] = placed_res[m]
-            lab[:] = label[m]
-            hst[:] = hist[m]
-            placed, gpu, nh = _walk(f, p, res, lab, hst, nhist[m], implicit, exact,
+            nh0 = nhist[m]
+            hst[:nh0] = hist[m, :nh0]       # the walk only appends after these
+            # The walk writes labels only at anti-affinity keys: it runs on the
+            # node's own label row, and those entries are put back afterwards.
+            lab = label[m]
+            for k in range(K):
+                if anti[run_req[k], 0] >= 0:
+                    was[k] = lab[anti[run_req[k], 0]]
+            placed, gpu, nh = _walk(f, p, res, lab, hst, nh0, implicit, exact,
                                     run_req, run_left, rq, tk[i])
             did[i] = placed > 0
             if placed > 0:
@@ -65,6 +73,9 @@ def _refresh_pick(cands, alive, valid, cls, ncls, total, order, free, present, p
                 k2[i] = match
                 k3[i] = lo
                 k4[i] = mean
+            for k in range(K - 1, -1, -1):
+                if anti[run_req[k], 0] >= 0:
+                    lab[anti[run_req[k], 0]] = was[k]
             valid[i] = True
         if not did[i]:
             continue
