@@ -340,10 +340,7 @@ def build_problem(
 
     # ---- demand: plain runs, the constraint's requests, then gang bundles ----------
     S, C = len(requests), len(constraint or ())
-    wheres = ([f"resource_requests[{q}]" for q in range(S)]
-              + [f"cluster_resource_constraints[0].resource_requests[{q}]" for q in range(C)])
-    for g, gs in enumerate(gangs):
-        wheres += [f"gang_resource_requests[{g}].requests[{b}]" for b in range(len(gs.requests))]
+    wheres = _Wheres(S, C, [len(gs.requests) for gs in gangs])
     table = encode(all_specs, wheres, vocab, lvocab, values, _qty,
                    [rs.sum if rs.sum is not None else None for rs in all_specs])
     shape_count = np.zeros(S, dtype=CNT)
@@ -443,3 +440,21 @@ def build_problem(
         clamped=clamped,
         skipped=tuple(skipped),
     )
+
+
+class _Wheres:
+    """The field name of each request row, made only when an error needs one."""
+
+    def __init__(self, S: int, C: int, gang_sizes: list):
+        self.S, self.C = S, C
+        self.ptr = np.concatenate([[0], np.cumsum(gang_sizes, dtype=np.int64)])
+
+    def __getitem__(self, q: int) -> str:
+        q = int(q)
+        if q < self.S:
+            return f"resource_requests[{q}]"
+        if q < self.S + self.C:
+            return f"cluster_resource_constraints[0].resource_requests[{q - self.S}]"
+        k = q - self.S - self.C
+        g = int(np.searchsorted(self.ptr, k, side="right")) - 1
+        return f"gang_resource_requests[{g}].requests[{k - int(self.ptr[g])}]"

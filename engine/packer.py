@@ -90,9 +90,9 @@ def _compact(order: np.ndarray, priv: np.ndarray) -> np.ndarray:
     """Order rows without the private columns, remaining entries kept in order."""
     out = np.full_like(order, -1)
     keep = (order >= 0) & ~priv[np.maximum(order, 0)]
-    for i in range(order.shape[0]):
-        row = order[i][keep[i]]
-        out[i, : row.size] = row
+    pos = np.cumsum(keep, axis=1) - 1           # each kept entry's place in its row
+    rows = np.broadcast_to(np.arange(order.shape[0])[:, None], order.shape)
+    out[rows[keep], pos[keep]] = order[keep]
     return out
 
 

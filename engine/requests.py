@@ -83,7 +83,7 @@ class RequestTable:
 
 
 def collect_names(specs: Sequence[RequestSpec], vocab: Vocab, lvocab: Vocab) -> None:
-    for rs in specs:
+    for rs in {id(rs): rs for rs in specs}.values():   # a shared spec once
         for k in rs.resources:
             vocab.add(k)
         for sel in rs.label_selectors:
@@ -106,61 +106,84 @@ def encode(specs: Sequence[RequestSpec], wheres: Sequence[str], vocab: Vocab, lv
     anti = np.full((Q, 2), -1, IDX)
     sel_ptr, sel_con_ptr, con_key, con_op, con_val_ptr, con_vals = [0], [0], [], [], [0], []
     sel_keys, idents, ident_of = [], [], {}
-    ids = vocab.ids
     qr, qc, qv, qk = [], [], [], []
+    pc_rows = ([], [])      # (row, label key, value) of affinities, anti-affinities
+    done: dict = {}     # id(spec) -> its row's parts: a spec shared by many rows is read once
     for q, rs in enumerate(specs):
         res = rs.resources
-        ks = list(res)
-        qr += [q] * len(ks); qc += [ids[k] for k in ks]; qv += res.values(); qk += ks
-        if rs.affinity is not None or rs.anti_affinity is not None:
-            if rs.affinity is not None and rs.anti_affinity is not None:
-                raise ProblemError(f"{wheres[q]}.placement_constraints", "has both an affinity "
-                                   "and an anti-affinity; at most one is supported")
-            for arr, pc in ((aff, rs.affinity), (anti, rs.anti_affinity)):
-                if pc is not None:
-                    arr[q] = (lvocab[pc[0]], values.add(str(pc[1])))
-                    n_pc[q] = 1
-        canon = []
-        for i, sel in enumerate(rs.label_selectors):
-            cons = []
-            for j, con in enumerate(sel):
-                key, op, vals = con
-                if op not in _OPS:
-                    raise ProblemError(
-                        f"{wheres[q]}.label_selectors[{i}].label_constraints[{j}].operator",
-                        f"must be IN or NOT_IN, got {op!r}")
-                con_key.append(lvocab[key])
-                con_op.append(_OPS[op])
-                vals = [str(v) for v in vals]
-                con_vals.extend(values.add(v) for v in vals)
+        parts = done.get(id(rs))
+        if parts is None:
+            parts = done[id(rs)] = _row_parts(rs, q, wheres, vocab, lvocab, values)
+        ks, cids, pcs, sels, ident = parts
+        qr += [q] * len(ks); qc += cids; qv += res.values(); qk += ks
+        for rows, pc in zip(pc_rows, pcs):
+            if pc is not None:
+                rows.append((q, pc[0], pc[1]))
+        for cons in sels:
+            for key, op, vals in cons:
+                con_key.append(key)
+                con_op.append(op)
+                con_vals.extend(vals)
                 con_val_ptr.append(len(con_vals))
-                cons.append((key, _OPS[op], tuple(sorted(vals))))
             sel_con_ptr.append(len(con_key))
-            canon.append(tuple(cons))
         sel_ptr.append(len(sel_con_ptr) - 1)
-        sk = tuple(canon)
-        sel_keys.append(sk)
-        ident = (tuple(sorted(res.items())), rs.affinity, rs.anti_affinity, sk)
+        sel_keys.append(ident[3])
         idents.append(ident_of.setdefault(ident, len(ident_of)))
     from .build_nodes import checked
     vals = checked(qv, lambda j: f"{wheres[qr[j]]}.resources_bundle[{qk[j]!r}]", qty_check)
     qty[qr, qc] = vals
     present[qr, qc] = True
-    # Each bundle's sum, left to right in its own key order (as Python's sum()).
-    lens = np.fromiter((len(rs.resources) for rs in specs), np.int64, Q)
-    starts = np.cumsum(lens) - lens
-    for q in range(Q):
-        acc = 0
-        for x in vals[starts[q]: starts[q] + lens[q]].tolist():
-            acc += x
-        total[q] = acc
-    if sums is not None:
-        for q, x in enumerate(sums):
-            if x is not None:
-                total[q] = float(x)
+    for arr, rows in zip((aff, anti), pc_rows):
+        if rows:
+            a = np.asarray(rows, np.int64)
+            arr[a[:, 0]] = a[:, 1:]
+            n_pc[a[:, 0]] = 1
+    # Each bundle's sum, left to right in its own key order (as Python's sum()),
+    # unless the caller gives it.
+    given = [None] * Q if sums is None else list(sums)
+    todo = [q for q in range(Q) if given[q] is None]
+    if todo:
+        lens = np.fromiter((len(rs.resources) for rs in specs), np.int64, Q)
+        starts = np.cumsum(lens) - lens
+        for q in todo:
+            acc = 0
+            for x in vals[starts[q]: starts[q] + lens[q]].tolist():
+                acc += x
+            given[q] = acc
+    total[:] = np.asarray(given, QTY).reshape(Q)
     return RequestTable(
         qty=qty, present=present, sum=total, n_pc=n_pc, aff=aff, anti=anti,
         sel_ptr=np.asarray(sel_ptr, IDX), sel_con_ptr=np.asarray(sel_con_ptr, IDX),
         con_key=np.asarray(con_key, IDX), con_op=np.asarray(con_op, np.int8),
         con_val_ptr=np.asarray(con_val_ptr, IDX), con_vals=np.asarray(con_vals, IDX),
         sel_key=tuple(sel_keys), ident=np.asarray(idents, IDX))
+
+
+def _row_parts(rs: RequestSpec, q: int, wheres, vocab: Vocab, lvocab: Vocab, values: Vocab):
+    """One spec's column ids, placement constraint ids, encoded selectors and
+    identity (checked here, so a bad spec is named by its first row q)."""
+    res = rs.resources
+    ks = list(res)
+    ids = vocab.ids
+    cids = [ids[k] for k in ks]
+    if rs.affinity is not None and rs.anti_affinity is not None:
+        raise ProblemError(f"{wheres[q]}.placement_constraints", "has both an affinity "
+                           "and an anti-affinity; at most one is supported")
+    pcs = tuple(None if pc is None else (lvocab[pc[0]], values.add(str(pc[1])))
+                for pc in (rs.affinity, rs.anti_affinity))
+    sels, canon = [], []
+    for i, sel in enumerate(rs.label_selectors):
+        enc, cons = [], []
+        for j, con in enumerate(sel):
+            key, op, vals = con
+            if op not in _OPS:
+                raise ProblemError(
+                    f"{wheres[q]}.label_selectors[{i}].label_constraints[{j}].operator",
+                    f"must be IN or NOT_IN, got {op!r}")
+            vals = [str(v) for v in vals]
+            enc.append((lvocab[key], _OPS[op], [values.add(v) for v in vals]))
+            cons.append((key, _OPS[op], tuple(sorted(vals))))
+        sels.append(enc)
+        canon.append(tuple(cons))
+    ident = (tuple(sorted(res.items())), rs.affinity, rs.anti_affinity, tuple(canon))
+    return ks, cids, pcs, sels, ident

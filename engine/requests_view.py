@@ -14,7 +14,10 @@ class Requests:
         self.p = p
         self.table = _Rows(t)
         self._keys: dict = {}
+        self._pcols: dict = {}          # row -> its present columns (merges read them)
         # Every gang's request list, merged once up front (one rebuild for all).
+        self._aff = self.table.aff.tolist()
+        self._gang_req, self._gang_ptr = p.gang_req.tolist(), p.gang_ptr.tolist()
         self._gangs = [self._gang_rows(g) for g in range(p.G)]
         self.table.flush()
         self._rebuild()
@@ -25,9 +28,9 @@ class Requests:
         pos = t.qty > 0
         self.ncols = pos.sum(axis=1).astype(IDX)
         self.cols = np.full((Q, max(R, 1)), -1, IDX)
-        for q in range(Q):
-            c = np.flatnonzero(pos[q])
-            self.cols[q, : c.size] = c
+        at = np.cumsum(pos, axis=1) - 1                # each positive column's place in its row
+        rows, cs = np.nonzero(pos)
+        self.cols[rows, at[rows, cs]] = cs
         g = self.p.gpu_col
         self.gpu_key = t.present[:, g].copy() if g >= 0 else np.zeros(Q, bool)
         self.has_sel = t.sel_hi > t.sel_lo
@@ -61,33 +64,42 @@ class Requests:
         (affinity label, value, selectors) group in first-seen order, whose bundle
         is the per-key sum and whose selectors are the first member's."""
         p, t = self.p, self.table
-        rows = p.gang_req[p.gang_ptr[g]: p.gang_ptr[g + 1]].tolist()
+        rows = self._gang_req[self._gang_ptr[g]: self._gang_ptr[g + 1]]
         out, groups = [], {}
+        aff = self._aff
         for q in rows:
-            if t.aff[q, 0] < 0:
+            a = aff[q]
+            if a[0] < 0:
                 out.append(q)
             else:
-                groups.setdefault((int(t.aff[q, 0]), int(t.aff[q, 1]), t.sel_key[q]), []).append(q)
+                groups.setdefault((a[0], a[1], t.sel_key[q]), []).append(q)
         for members in groups.values():
             out.append(self._merge(members))
         return out
+
+    def _present_cols(self, q: int) -> list:
+        cols = self._pcols.get(q)
+        if cols is None:
+            cols = self._pcols[q] = [r for r, v in enumerate(self.table.present[q].tolist()) if v]
+        return cols
 
     def _merge(self, members: list[int]) -> int:
         t = self.table
         if len(members) == 1:
             return members[0]
+        acc: dict = {}            # column -> running sum, in the merged bundle's key order
+        for q in members:
+            row = t.qty[q].tolist()
+            for r in self._present_cols(q):
+                acc[r] = acc.get(r, 0.0) + row[r]
         qty = np.zeros(t.qty.shape[1])
         present = np.zeros(t.qty.shape[1], bool)
-        order: list[int] = []
-        for q in members:
-            for r in np.flatnonzero(t.present[q]):
-                if not present[r]:
-                    order.append(int(r))
-                present[r] = True
-                qty[r] = qty[r] + t.qty[q, r]
+        cols = list(acc)
+        qty[cols] = list(acc.values())
+        present[cols] = True
         s = 0
-        for r in order:          # the merged bundle's own key order
-            s += qty[r]
+        for v in acc.values():
+            s += v
         first = members[0]
         return t.append(qty, present, s, t.aff[first], t.sel_lo[first], t.sel_hi[first],
                         t.sel_key[first])

@@ -56,12 +56,21 @@ def _request_spec(rr, where: str, count: int = 1) -> RequestSpec:
     return RequestSpec(bundle, count, sels, aff, anti, sum=sum(bundle.values()))
 
 
-def _gang_spec(g, i: int) -> GangSpec:
+def _gang_spec(g, i: int, seen: dict) -> GangSpec:
+    """``seen``: bundle bytes -> RequestSpec, shared by the whole request (a
+    placement group's bundles are mostly equal, and many groups alike). Equal
+    bytes are equal messages with their map entries in the same order."""
     used = g.bundle_selectors[0].resource_requests if g.bundle_selectors else g.requests
     field = "bundle_selectors[0].resource_requests" if g.bundle_selectors else "requests"
+    specs = []
+    for b, r in enumerate(used):
+        key = r.SerializeToString()
+        spec = seen.get(key)
+        if spec is None:
+            spec = seen[key] = _request_spec(r, f"gang_resource_requests[{i}].{field}[{b}]")
+        specs.append(spec)
     return GangSpec(
-        requests=[_request_spec(r, f"gang_resource_requests[{i}].{field}[{b}]")
-                  for b, r in enumerate(used)],
+        requests=specs,
         # Ray orders gangs by the legacy list even when bundle_selectors are used.
         sort_key=(sum(len(r.placement_constraints) for r in g.requests), len(g.requests)),
         name=g.details)
@@ -157,7 +166,8 @@ def decode(req: SchedulingRequest, vocab=None) -> Decoded:
             if rbc.count < 0:
                 raise ProblemError(f"{where}.count", f"is negative ({rbc.count})")
             constraint.append(_request_spec(rbc.request, where, int(rbc.count)))
-    gangs = [_gang_spec(g, i) for i, g in enumerate(req.gang_resource_requests)]
+    seen: dict = {}
+    gangs = [_gang_spec(g, i, seen) for i, g in enumerate(req.gang_resource_requests)]
     p = build_problem(types, nodes, runs,
                       max_num_nodes=req.max_num_nodes,
                       idle_timeout_s=req.idle_timeout_s,
