@@ -175,15 +175,15 @@ def sched_gangs(ctx: Context, rq: Requests) -> np.ndarray:
     unless a node has IPPR attached (then each gang is a Packer.run)."""
     p = ctx.p
     order = gang_order(p.gang_key)
-    runs = _gang_runs(rq, p, order)
     if not p.G:
         return np.zeros(0, bool), order
+    ptr, g_run, g_cnt = _gang_runs(rq, p, order)
     if GANG_KERNEL and not ctx.ippr_attached[ctx.nodes].any():
-        return _gangs_in_kernel(ctx, rq, runs, order), order
+        return _gangs_in_kernel(ctx, rq, ptr, g_run, g_cnt, order), order
     bad = np.zeros(p.G, bool)
-    for g, (q, n) in zip(order, runs):
+    for k, g in enumerate(order):
         ctx.begin()
-        left = Packer(ctx, rq, DEMAND).run(q, n)
+        left = Packer(ctx, rq, DEMAND).run(g_run[ptr[k]: ptr[k + 1]], g_cnt[ptr[k]: ptr[k + 1]])
         if left.sum() > 0:
             ctx.rollback()
             bad[g] = True
@@ -192,27 +192,26 @@ def sched_gangs(ctx: Context, rq: Requests) -> np.ndarray:
     return bad, order
 
 
-def _gang_runs(rq: Requests, p, order: list) -> list:
-    """(request rows, counts) of each gang in ``order``, as Ray packs them."""
+def _gang_runs(rq: Requests, p, order: list):
+    """Each gang's runs in ``order``, as Ray packs them: (ptr, request rows,
+    counts), gang k's runs at ptr[k]:ptr[k + 1]."""
     shared: dict = {}     # equal request lists sort the same: positions of their runs
-    out = []
+    ptr, rows_out, cnts_out = [0], [], []
     for g in order:
         rows = rq.gang_requests(g)
-        sig = tuple(rq.row_key(q) for q in rows)
+        sig = tuple([rq.row_key(q) for q in rows])
         how = shared.get(sig)
         if how is None:
             how = shared[sig] = _run_positions(rq, p, rows)
-        out.append((np.asarray([rows[i] for i, _ in how], IDX),
-                    np.asarray([n for _, n in how], CNT)))
-    return out
+        for i, n in how:
+            rows_out.append(rows[i])
+            cnts_out.append(n)
+        ptr.append(len(rows_out))
+    return (np.asarray(ptr, np.int64), np.asarray(rows_out, IDX), np.asarray(cnts_out, CNT))
 
 
-def _gangs_in_kernel(ctx: Context, rq: Requests, runs: list, order: list) -> np.ndarray:
+def _gangs_in_kernel(ctx: Context, rq: Requests, ptr, g_run, g_cnt, order: list) -> np.ndarray:
     p = ctx.p
-    ptr = np.zeros(len(runs) + 1, np.int64)
-    ptr[1:] = np.cumsum([len(q) for q, _ in runs])
-    g_run = np.concatenate([q for q, _ in runs]).astype(IDX)
-    g_cnt = np.concatenate([n for _, n in runs]).astype(CNT)
     M0 = ctx.M
     ctx._grow(M0 + int(g_cnt.sum()))      # room for a clone per unit
     pristine = np.full(p.T, -1, IDX)

@@ -42,8 +42,14 @@ class Requests:
     def row_key(self, q: int):
         """What makes two rows the same request, to the sort and to packing: the
         request identity and its bundle sum; a merged row is only itself."""
-        Q0 = self.p.req.Q
-        return (int(self.p.req.ident[q]), float(self.table.sum[q])) if q < Q0 else -1 - q
+        keys = self._row_keys
+        if keys is None:
+            Q0 = self.p.req.Q
+            keys = self._row_keys = list(zip(self.p.req.ident.tolist(),
+                                             self.table.sum[:Q0].tolist()))
+        return keys[q] if q < len(keys) else -1 - q
+
+    _row_keys = None
 
     def sort_key(self, q: int, make) -> tuple:
         """Ray's sort key of row q, computed once per distinct request (identical

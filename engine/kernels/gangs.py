@@ -41,16 +41,19 @@ def _listed(order_row, R):
 
 @njit
 def _loose_hash(m, slots, src, lm):
-    """A float digest of slot m's loose key: equal keys give equal digests."""
+    """A digest of slot m's loose key: equal keys give equal digests (a float
+    chain over the columns, an integer sum over the labels, which is wide)."""
     total, label, typ, kind = slots[0], slots[2], slots[3], slots[5]
     free, present = src[0], src[1]
     h = typ[m] * 31.0 + kind[m]
     for r in range(total.shape[1]):
         h = h * 1.0000001 + (total[m, r] + 0.5 if lm[r] else 0.25)
         h = h * 1.0000003 + (free[m, r] + 0.5 if present[m, r] else 0.25)
-    for j in range(label.shape[1]):
-        h = h * 1.0000007 + label[m, j]
-    return h
+    acc = np.int64(0)
+    row = label[m]
+    for j in range(row.shape[0]):
+        acc += (np.int64(row[j]) + 2) * (2 * j + 1)
+    return h * 1.0000007 + (acc % 1000003)
 
 
 @njit
@@ -228,21 +231,36 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
     # A class is founded at most once per slot seen, per commit and per undo.
     tab = _class_table(pend0 + 2 * units + 1, R, L, label.dtype)
     from_tmpl = np.full(total.shape[0] - M0, -1, dtype=np.int64)
+    # Nodes of each type in the list (only launches change it).
+    have = np.zeros(T, dtype=np.int64)
+    for i in range(nn):
+        have[typ[cur[i]]] += 1
+    # Scratch for the largest gang, reused by every gang.
+    K_max, g_max = 1, 1
+    for g in range(G):
+        K_max = max(K_max, g_ptr[g + 1] - g_ptr[g])
+        g_max = max(g_max, g_cnt[g_ptr[g]: g_ptr[g + 1]].sum())
+    C_max = cap_nodes + T + g_max
+    keep = _journal(g_max, R, H, L, src[5].dtype, label.dtype)
+    cands = np.empty(C_max, dtype=nodes.dtype)
+    tail = np.empty(cap_nodes, dtype=nodes.dtype)
+    alive = np.zeros(C_max, dtype=np.bool_)
+    valid = np.zeros(C_max, dtype=np.bool_)
+    did = np.zeros(C_max, dtype=np.bool_)
+    tk_all = np.zeros((C_max, K_max), dtype=np.int64)
+    ks = (np.zeros(C_max, dtype=np.int64), np.zeros(C_max, dtype=np.int64),
+          np.zeros(C_max, dtype=np.int64), np.zeros(C_max), np.zeros(C_max))
+    avail = np.zeros(T, dtype=np.int64)
     for g in range(G):
         runs = g_run[g_ptr[g]: g_ptr[g + 1]]
         left = g_cnt[g_ptr[g]: g_ptr[g + 1]].copy()
         K = runs.shape[0]
         scratch = np.zeros(K, dtype=np.int64)
-        gmax = left.sum()
         Mg = M
-        # Journal: the demand rows and labels of existing slots, saved before a commit.
-        keep = _journal(gmax, R, H, L, src[5].dtype, label.dtype)
-        nkeep = 0
+        nkeep = 0               # journal entries: existing slots committed by this gang
         # §4.2 pre-filter: running nodes that hold no unit of any live shape wait at the end.
         live = np.unique(runs[left > 0])
         fits = _fits_any(free, cur[:nn], live, qty, cols, ncols)
-        cands = np.empty(nn + T + gmax, dtype=nodes.dtype)
-        tail = np.empty(nn, dtype=nodes.dtype)
         nc = 0
         nt = 0
         for i in range(nn):
@@ -258,19 +276,16 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
             if cls[m] < 0 and status[m] != _RUNNING:
                 cls[m] = _class_of(m, tab, slots, src, ghash)
         ncls = tab[9][0]
-        C = nc + T + gmax
-        alive = np.zeros(C, dtype=np.bool_)
         alive[:nc] = True
-        valid = np.zeros(C, dtype=np.bool_)
-        tk = np.zeros((C, K), dtype=np.int64)
-        did = np.zeros(C, dtype=np.bool_)
-        ks = (np.zeros(C, dtype=np.int64), np.zeros(C, dtype=np.int64),
-              np.zeros(C, dtype=np.int64), np.zeros(C), np.zeros(C))
+        valid[:nc] = False
+        did[:nc] = False
+        tk = tk_all[:, :K]
         if live.shape[0] > 0:
             none = _fits_any(free, cands[:nc], live, qty, cols, ncols)
             for i in range(nc):
                 if not none[i]:
                     valid[i] = True       # holds no unit of anything: places nothing
+                    tk[i] = 0
         # §4.3 existing nodes, in list order.
         nw = 0
         while left.sum() > 0 and alive[:nc].any():
@@ -299,20 +314,14 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
         nw += nt
         # §4.5 new nodes: one template per type with room, in config order.
         if left.sum() > 0:
-            avail = np.zeros(T, dtype=np.int64)
-            for i in range(nn):
-                avail[typ[cur[i]]] += 1
-            for t in range(T):
-                avail[t] = type_max[t] - avail[t] if type_configured[t] else 0
             nc = 0
             for t in range(T):
+                avail[t] = type_max[t] - have[t] if type_configured[t] else 0
                 if avail[t] > 0:
                     cands[nc] = pristine[t]
+                    alive[nc] = True
+                    valid[nc] = False
                     nc += 1
-            alive[:] = False
-            alive[:nc] = True
-            valid[:] = False
-            did[:] = False
             room = -1 if max_num_nodes < 0 else max(0, max_num_nodes - nw)
             launched = 0
             while left.sum() > 0 and alive[:nc].any():
@@ -348,6 +357,8 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
                 cls[keep[0][j]] = -1
             M = Mg
             continue
+        for j in range(Mg, M):
+            have[typ[j]] += 1
         cur, nxt = nxt, cur
         nn = nw
     return bad, cur[:nn].copy(), M, from_tmpl[: M - M0].copy()
