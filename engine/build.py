@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from itertools import chain
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
@@ -181,54 +182,68 @@ def build_problem(
     extra_types: list[str] = []
 
     kept: list[int] = []
-    node_names: Counter = Counter()      # resource name -> running nodes naming it
     skipped: list[tuple[int, str]] = []
     outdated: list[bool] = []
+    tots, avs = [], []                   # maps of the running nodes kept
+    known = Status.NAMES
+    schedulable = frozenset(Status.SCHEDULABLE)
+    kinds = frozenset((Kind.UNMANAGED, Kind.HEAD, Kind.WORKER))
+    RUNNING = Status.RAY_RUNNING
+    ladd = lvocab.add
     for i, ns in enumerate(nodes):
-        where = f"instances[{i}]"
-        if ns.status is None:
+        st = ns.status
+        if st is None:
             skipped.append((i, "no instance-manager record"))
             continue
-        if int(ns.status) not in Status.NAMES or int(ns.status) < 0:
-            raise ProblemError(f"{where}.status", f"unknown instance status {ns.status!r}")
-        if int(ns.status) not in Status.SCHEDULABLE:
-            skipped.append((i, f"status {Status.NAMES[int(ns.status)]} cannot reach RAY_RUNNING"))
+        st = int(st)
+        if st not in known or st < 0:
+            raise ProblemError(f"instances[{i}].status", f"unknown instance status {ns.status!r}")
+        if st not in schedulable:
+            skipped.append((i, f"status {Status.NAMES[st]} cannot reach RAY_RUNNING"))
             continue
-        if ns.kind not in (Kind.UNMANAGED, Kind.HEAD, Kind.WORKER):
-            raise ProblemError(f"{where}.kind", f"unknown node kind {ns.kind!r}")
-        if not isinstance(ns.type, str) or not ns.type:
-            raise ProblemError(f"{where}.type", "must be a non-empty string")
-        running = int(ns.status) == Status.RAY_RUNNING
-        if running:
-            if ns.total is None:
+        if ns.kind not in kinds:
+            raise ProblemError(f"instances[{i}].kind", f"unknown node kind {ns.kind!r}")
+        ty = ns.type
+        if not isinstance(ty, str) or not ty:
+            raise ProblemError(f"instances[{i}].type", "must be a non-empty string")
+        if st == RUNNING:
+            tot = ns.total
+            if tot is None:
                 skipped.append((i, "RAY_RUNNING without a ray node (stale state)"))
                 continue
-            if ns.type not in type_index and ns.type not in extra_types:
-                extra_types.append(ns.type)   # kept and reported (quirk Q3 fixed)
-            tot = ns.total
-            node_names.update(tot.keys())          # +1 per name (not its value)
-            av = ns.available
-            if av and (len(av) > len(tot) or not av.keys() <= tot.keys()):
-                node_names.update(av.keys() - tot.keys())
+            if ty not in type_index and ty not in extra_types:
+                extra_types.append(ty)   # kept and reported (quirk Q3 fixed)
+            tots.append(tot)
+            avs.append(ns.available)
             if ns.labels:
                 for k in ns.labels:
-                    lvocab.add(k)
+                    ladd(k)
             outdated.append(False)
-        elif ns.type not in type_index:
+        elif ty not in type_index:
             if disable_launch_config_check:
-                skipped.append((i, f"pending node of unknown type {ns.type!r}"))
+                skipped.append((i, f"pending node of unknown type {ty!r}"))
                 continue
             if int(ns.kind) == Kind.HEAD:
                 # Ray would terminate it as OUTDATED; a head is never terminated
                 # (divergence D1 in docs/SEMANTICS.md), so it is left out.
-                skipped.append((i, f"pending head of unknown type {ns.type!r}"))
+                skipped.append((i, f"pending head of unknown type {ty!r}"))
                 continue
-            if ns.type not in extra_types:
-                extra_types.append(ns.type)
+            if ty not in extra_types:
+                extra_types.append(ty)
             outdated.append(True)
         else:
             outdated.append(False)
         kept.append(i)
+    # Resource name -> running nodes naming it (in totals, or only in availability).
+    # Names in first-seen order, node by node (it is the vocabulary's column order).
+    seqs, seq_node = [], []
+    for j, (tot, av) in enumerate(zip(tots, avs)):
+        seqs.append(tot)
+        seq_node.append(j)
+        if av and (len(av) > len(tot) or not av.keys() <= tot.keys()):
+            seqs.append(av.keys() - tot.keys())
+            seq_node.append(j)
+    node_names: Counter = Counter(chain.from_iterable(seqs))
 
     gang_specs = [b for g in gangs for b in g.requests]
     all_specs = list(requests) + list(constraint or ()) + gang_specs
@@ -243,13 +258,12 @@ def build_problem(
             vocab.add(k)
     n_private = 0
     if private:
-        for i in kept:
-            ns = nodes[i]
-            if ns.total is not None and int(ns.status) == Status.RAY_RUNNING:
-                mine = private.intersection(ns.total)
-                if ns.available:
-                    mine |= private.intersection(ns.available)
-                n_private = max(n_private, len(mine))
+        # A private name is named by one node only: count them per node.
+        owner = np.repeat(np.asarray(seq_node, np.int64),
+                          np.fromiter(map(len, seqs), np.int64, len(seqs)))
+        mine = np.fromiter((k in private for k in chain.from_iterable(seqs)), bool,
+                           owner.size)
+        n_private = int(np.bincount(owner[mine]).max()) if mine.any() else 0
     for j in range(n_private):
         vocab.add(f"{PRIVATE_PREFIX}{j}")
     any_ippr = any(ts.ippr_max is not None for ts in types) or any(
@@ -312,24 +326,23 @@ def build_problem(
     node_hash: list[str] = [""] * N
     node_private: list[tuple] = [()] * N
     implicit = vocab.implicit_mask()
-    running = []
-    for n, i in enumerate(kept):
-        ns = nodes[i]
-        t = all_type_index[ns.type]
-        node_type[n] = t
-        node_status[n] = int(ns.status)
-        node_kind[n] = int(ns.kind)
-        if outdated[n]:
-            continue      # an empty, already-terminated node (RAY_V2_SEMANTICS §2.1 item 4)
-        if int(ns.status) == Status.RAY_RUNNING:
-            running.append(n)
-        else:
-            # A pending node is modelled from its type config (§2.1 item 4).
-            node_total[n] = type_cap[t]
-            node_order[n] = type_order[t]
-            node_free[n] = type_cap[t]
-            node_present[n, type_order[t][type_order[t] >= 0]] = True
-            node_label[n] = type_label[t]
+    kept_specs = [nodes[i] for i in kept]
+    node_type[:] = [all_type_index[ns.type] for ns in kept_specs]
+    node_status[:] = [int(ns.status) for ns in kept_specs]
+    node_kind[:] = [int(ns.kind) for ns in kept_specs]
+    is_out = np.asarray(outdated, bool).reshape(N)
+    is_run = node_status == Status.RAY_RUNNING
+    running = np.flatnonzero(is_run & ~is_out).tolist()
+    # A pending node is modelled from its type config (§2.1 item 4); an outdated
+    # one is an empty, already-terminated node (RAY_V2_SEMANTICS §2.1 item 4).
+    pend = np.flatnonzero(~is_run & ~is_out)
+    if pend.size:
+        t = node_type[pend]
+        node_total[pend] = type_cap[t]
+        node_order[pend] = type_order[t]
+        node_free[pend] = type_cap[t]
+        node_present[pend] = _listed_cols(type_order[t], R)
+        node_label[pend] = type_label[t]
     clamped = encode_running(
         nodes, kept, running, vocab, lvocab, values, private, PRIVATE_PREFIX,
         dict(node_total=node_total, node_order=node_order, node_free=node_free,
@@ -440,6 +453,14 @@ def build_problem(
         clamped=clamped,
         skipped=tuple(skipped),
     )
+
+
+def _listed_cols(order: np.ndarray, R: int) -> np.ndarray:
+    """(n, R) bool: the columns each order row lists."""
+    out = np.zeros((order.shape[0], R), bool)
+    rows, j = np.nonzero(order >= 0)
+    out[rows, order[rows, j]] = True
+    return out
 
 
 class _Wheres:

@@ -77,8 +77,8 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
         pcol = dict(zip(zip(rl, names), tc[t_priv].tolist()))
         n_mine = dict(zip(rl, (rank + 1).tolist()))  # last write per row = its count
         private_of: dict = {}
-        for n, k, j in zip(rl, names, t_priv.tolist()):
-            private_of.setdefault(n, []).append((k, float(tvals[j])))
+        for n, k, v in zip(rl, names, tvals[t_priv].tolist()):
+            private_of.setdefault(n, []).append((k, v))
         node_private = out["node_private"]
         for n, lst in private_of.items():
             node_private[n] = tuple(lst)
@@ -92,11 +92,15 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
                 c = pcol[key] = int(pseudo[k])
                 n_mine[key[0]] = k + 1
             ac[j] = c
-    labels_out, lids = out["node_label"], lvocab.ids
+    lids, vadd = lvocab.ids, values.add
+    lr, lc, lv = [], [], []
     for n, ns in zip(rows.tolist(), specs):
         if ns.labels:
             for k, v in ns.labels.items():
-                labels_out[n, lids[k]] = values.add(str(v))
+                lr.append(n)
+                lc.append(lids[k])
+                lv.append(vadd(str(v)))
+    out["node_label"][lr, lc] = lv
     total, free, present = out["node_total"], out["node_free"], out["node_present"]
     total[tr, tc] = tvals
     out["node_order"][tr, tp] = tc
@@ -107,7 +111,8 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
     tot_at = total[ar, ac]
     clamped = int((listed[ar, ac] & (tot_at > 0) & (avals > tot_at)).sum())
     idle = [ns.idle_ms for ns in specs]
-    for n, v in zip(rows.tolist(), idle):
+    plain = all(type(v) is int for v in idle) and (not idle or 0 <= min(idle) and max(idle) <= 1 << 62)
+    for n, v in ([] if plain else zip(rows.tolist(), idle)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 or v > 1 << 62:
             raise ProblemError(f"instances[{kept[n]}].idle_duration_ms",
                                f"must be a non-negative integer, got {v!r}")
