@@ -165,7 +165,13 @@ def time_engine(req, repeat: int) -> dict:
             "deterministic": stable, "timing": parts, "stats": dict(sched.stats)}
 
 
+def _generator(shapes, gangs) -> str:
+    return "cluster_pr64175" if shapes == 0 else "cluster_v2" if gangs else "cluster_v1"
+
+
 def _spec(nodes, units, shapes, scenario, seed, gangs):
+    if shapes == 0:            # --pr64175: every request the same 2-CPU task
+        return common.cluster_pr64175(nodes=nodes, units=units, scenario=scenario, seed=seed)
     if gangs:
         return common.cluster_v2(nodes=nodes, units=units, shapes=shapes, scenario=scenario,
                                  seed=seed, gangs=gangs)
@@ -270,6 +276,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gangs", type=int, default=0,
                     help="placement groups (cluster_v2; 0 keeps cluster_v1)")
+    ap.add_argument("--pr64175", action="store_true",
+                    help="ray-project/ray PR #64175's round: 1,337 nodes, 13,315 pending "
+                         "{CPU: 2} tasks (cluster_pr64175; --nodes/--requests change it)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--ray-cap", type=float, default=60.0, help="seconds per Ray call")
     ap.add_argument("--grid", action="store_true",
@@ -279,6 +288,10 @@ def main(argv=None) -> int:
                     help="skip Ray; cProfile --repeat EngineScheduler.schedule calls (after "
                          "one unprofiled call) and print the TOP functions by cumulative time")
     a = ap.parse_args(argv)
+    if a.pr64175:
+        a.shapes = 0                       # _spec's marker for cluster_pr64175
+        a.nodes = 1337 if a.nodes == 1000 else a.nodes
+        a.requests = 13315 if a.requests == 1000 else a.requests
     if a.profile:
         return profile(a.nodes, a.requests, a.shapes, a.scenario, a.seed, a.profile, a.repeat,
                        a.gangs)
@@ -299,7 +312,7 @@ def main(argv=None) -> int:
                          indent=1, default=str))
     else:
         print(f"engine compile/warm-up: {warm:.3f} s (engine.warmup() in this process, numba "
-              f"disk cache as found), generator {'cluster_v2' if a.gangs else 'cluster_v1'}, "
+              f"disk cache as found), generator {_generator(a.shapes, a.gangs)}, "
               f"seed {a.seed}")
         print(table(rows))
         for r in rows:

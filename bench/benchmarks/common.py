@@ -349,6 +349,17 @@ def cluster_v2(nodes: int = 1000, units: int = 1000, shapes: int = 20,
                        base.idle_timeout_s, out)
 
 
+def cluster_pr64175(nodes: int = 1337, units: int = 13315, scenario: str = "saturated",
+                    seed: int = 0) -> ClusterSpec:
+    """The production round of ray-project/ray PR #64175: ``cluster_v1``'s varied
+    cluster (10 worker groups, GPU/TPU/custom resources) with every pending
+    request the same 2-CPU task."""
+    base = cluster_v1(nodes=nodes, units=1, shapes=1, scenario=scenario, seed=seed)
+    params = dict(nodes=nodes, units=units, scenario=scenario, seed=seed)
+    return ClusterSpec("cluster_pr64175", params, base.types, base.nodes,
+                       [({"CPU": 2.0}, units)], base.idle_timeout_s)
+
+
 def _take_units(demand: list, start: int, k: int) -> list:
     out = [list(d) for d in demand]
     j = start
@@ -491,7 +502,12 @@ FINGERPRINTS += [
     ("cluster_v2", dict(nodes=200, units=1000, shapes=20, scenario="saturated", seed=0,
                         gangs=50), "6778e9e518ed8727"),
 ]
-GENERATORS = {"cluster_v1": cluster_v1, "cluster_v2": cluster_v2}
+FINGERPRINTS += [
+    ("cluster_pr64175", dict(nodes=300, units=3000, scenario="fragmented", seed=0),
+     "fd3b0e3657c70f24"),
+]
+GENERATORS = {"cluster_v1": cluster_v1, "cluster_v2": cluster_v2,
+              "cluster_pr64175": cluster_pr64175}
 
 
 def check_fingerprints() -> list:
