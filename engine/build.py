@@ -41,7 +41,7 @@ class NodeTypeSpec:
     ippr_max: Optional[tuple[float, float]] = None   # IPPR group (max CPU, max memory)
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeSpec:
     """One instance as the instance manager and GCS see it.
 

@@ -225,6 +225,31 @@ class Context:
         self.M = m0 + k
         return np.arange(m0, m0 + k, dtype=IDX)
 
+    def kernel_views(self, source: int) -> tuple:
+        """The (slots, src, marks) array groups the packing kernels read and write
+        (kernels/gangs.py)."""
+        sa = self.src(source)
+        slots = (self.total, self.order, self.label, self.type, self.status, self.kind,
+                 self.rec, self.prio, self.avail)
+        src = (sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any, sa.hist,
+               sa.nhist)
+        return slots, src, (self.rcls, self.crcls, self.lcls, self.clcls)
+
+    def finish_clones(self, M1: int, tmpl: np.ndarray, written: tuple) -> None:
+        """A kernel filled slots M..M1-1 as clones of ``tmpl`` (committed since) in
+        the ``written`` arrays: every other row is its template's, and each new
+        slot has changed (no class, no cached digest)."""
+        new = slice(self.M, M1)
+        done = {id(a) for a in written}
+        for name in self._arrays():
+            a = getattr(self, name)
+            if id(a) not in done:
+                a[new] = a[tmpl]
+        self.rcls[new] = self.crcls[new] = -1
+        self.lcls[new] = self.clcls[new] = -2
+        self.ghash[new] = np.nan
+        self.M = int(M1)
+
     # ---- transactions (a gang or a constraint is all or nothing) ------------------------
     def begin(self) -> None:
         """Start recording: rows are saved the first time a slot is touched."""

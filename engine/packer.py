@@ -12,6 +12,7 @@ from . import ippr
 from .context import Context
 from .dtypes import CNT, IDX, Status
 from .kernels.fit import _fits_any
+from .kernels.loop import _run_loop
 from .kernels.pack import _commit
 from .kernels.pick import _invalidate, _refresh_pick
 from .kernels.rows import row_ids
@@ -200,6 +201,7 @@ class Packer:
     """One `_try_schedule` call of Ray over the context, for one request source."""
 
     batching = True      # take runs of identical picks at once (tests switch it off)
+    kernel = True        # loops in kernels/loop.py (tests switch it off to compare)
 
     def __init__(self, ctx: Context, rq: Requests, source: int):
         self.ctx, self.rq, self.source = ctx, rq, source
@@ -215,6 +217,8 @@ class Packer:
         ``_batch``): the same decisions, one trial walk for the lot.
         """
         c, p = self.ctx, self.ctx.p
+        if self.kernel and on_win is None and c._tx is None:
+            return self._loop_kernel(picker, runs, left, avail, room)
         winners = []
         while left.any() and picker.alive[: picker.n].any():
             if room is not None and len(winners) >= room:
@@ -256,6 +260,41 @@ class Packer:
                 avail[t] -= r
                 if avail[t] > 0:
                     picker.add(self._template(t))
+        return winners, left
+
+    def _loop_kernel(self, picker: Picker, runs, left, avail, room) -> tuple[list, np.ndarray]:
+        """``_loop`` in one kernel call (kernels/loop.py), same decisions."""
+        c, p = self.ctx, self.ctx.p
+        templates = avail is not None
+        n = picker.n
+        if templates:
+            bound = min(int(left.sum()), int(np.maximum(avail, 0).sum()))
+            bound = bound if room is None else min(bound, room)
+            if picker.cands.shape[0] < n + p.T + 1:
+                picker._alloc(n + p.T + 1)       # re-added templates fit, after compaction
+            c._grow(c.M + bound)
+        else:
+            bound = n
+        if picker.cls.shape[0] < c.M:
+            picker.cls = np.concatenate([picker.cls, np.full(c.M - picker.cls.shape[0], -1, IDX)])
+        slots, src, marks = c.kernel_views(self.source)
+        won = np.empty(max(bound, 1), np.int64)
+        nw, left, M1, picker.n, ev_ptr, ev_tau, tmpl = _run_loop(
+            picker.cands, n, picker.alive, picker.valid, picker.tk, picker.did,
+            (picker.k0, picker.k1, picker.k2, picker.k3, picker.k4), picker.cls, picker.ncls,
+            picker.strict_from, slots, src, marks, c.ghash, p.implicit, p.exact, runs,
+            np.asarray(left, CNT), self.rq.kernel, p.gpu_col, p.conserve_gpu, templates,
+            avail if templates else np.zeros(0, CNT), -1 if room is None else room,
+            self.batching, c.M, won)
+        if templates:
+            c.finish_clones(M1, tmpl, slots + src + marks + (c.ghash,))
+        winners = won[:nw].tolist()
+        taus = ev_tau.tolist()
+        for e in range(len(taus)):
+            ks = [(k, x) for k, x in enumerate(taus[e]) if x]
+            for s in winners[ev_ptr[e]: ev_ptr[e + 1]]:
+                for k, x in ks:
+                    self.placements.append((s, k, x))
         return winners, left
 
     def _batch(self, picker: Picker, i: int, tau, left, limit: int) -> int:

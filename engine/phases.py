@@ -212,30 +212,17 @@ def _gang_runs(rq: Requests, p, order: list):
 
 def _gangs_in_kernel(ctx: Context, rq: Requests, ptr, g_run, g_cnt, order: list) -> np.ndarray:
     p = ctx.p
-    M0 = ctx.M
-    ctx._grow(M0 + int(g_cnt.sum()))      # room for a clone per unit
+    ctx._grow(ctx.M + int(g_cnt.sum()))      # room for a clone per unit
     pristine = np.full(p.T, -1, IDX)
     for t, m in ctx.pristine.items():
         pristine[t] = m
-    slots = (ctx.total, ctx.order, ctx.label, ctx.type, ctx.status, ctx.kind, ctx.rec,
-             ctx.prio, ctx.avail)
-    sa = ctx.src(DEMAND)
-    src = (sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any, sa.hist, sa.nhist)
+    slots, src, marks = ctx.kernel_views(DEMAND)
     bad_sorted, nodes, M1, tmpl = _pack_gangs(
-        ctx.nodes, M0, ptr, g_run, g_cnt, pristine, p.type_max, p.type_configured,
-        p.max_num_nodes, slots, src, (ctx.rcls, ctx.crcls, ctx.lcls, ctx.clcls), ctx.ghash,
-        p.implicit, p.exact, rq.kernel, p.gpu_col, p.conserve_gpu)
-    # The clones' other rows (constraint source, termination marks, IPPR) are
-    # their template's; the kernel wrote the rows it reads and commits.
-    written = {id(a) for a in slots + src + (ctx.ghash,)}
-    new = slice(M0, M1)
-    for name in ctx._arrays():
-        a = getattr(ctx, name)
-        if id(a) not in written:
-            a[new] = a[tmpl]
-    ctx.rcls[new] = ctx.crcls[new] = -1
-    ctx.lcls[new] = ctx.clcls[new] = -2
-    ctx.M, ctx.nodes = int(M1), nodes.astype(IDX)
+        ctx.nodes, ctx.M, ptr, g_run, g_cnt, pristine, p.type_max, p.type_configured,
+        p.max_num_nodes, slots, src, marks, ctx.ghash, p.implicit, p.exact, rq.kernel,
+        p.gpu_col, p.conserve_gpu)
+    ctx.finish_clones(M1, tmpl, slots + src + marks + (ctx.ghash,))
+    ctx.nodes = nodes.astype(IDX)
     bad = np.zeros(p.G, bool)
     bad[np.asarray(order, np.int64)] = bad_sorted
     return bad

@@ -109,50 +109,79 @@ def _plans_equal(a, b, where):
         assert np.array_equal(getattr(a, f), getattr(b, f)), (where, f)
 
 
+def _twin_schedule(p, monkeypatch):
+    """The plan of the slow readable twins: a Packer.run per gang and the
+    Python packing loop, instead of kernels/gangs.py and kernels/loop.py."""
+    from engine import phases
+    from engine.packer import Packer
+    monkeypatch.setattr(phases, "GANG_KERNEL", False)
+    monkeypatch.setattr(Packer, "kernel", False)
+    try:
+        return schedule(p)
+    finally:
+        monkeypatch.setattr(phases, "GANG_KERNEL", True)
+        monkeypatch.setattr(Packer, "kernel", True)
+
+
 @pytest.mark.parametrize("scenario", ["saturated", "fragmented"])
-def test_gang_kernel_equals_python_packer(scenario, monkeypatch):
-    """kernels/gangs.py (all gangs in one call) against its slow twin, a
-    Packer.run per gang, on the benchmark clusters with many placement groups
-    and a global node cap that binds part of the way through."""
+def test_kernels_equal_python_packer(scenario, monkeypatch):
+    """kernels/gangs.py (all gangs in one call) and kernels/loop.py (a packing
+    loop in one call) against their slow twins, on the benchmark clusters with
+    many placement groups, many units, and a global node cap that binds part of
+    the way through."""
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     import dataclasses
 
-    from benchmarks.common import cluster_v2, engine_problem
+    from benchmarks.common import cluster_pr64175, cluster_v2, engine_problem
 
-    from engine import phases
-    gangs_seen = infeasible = 0
+    gangs_seen = infeasible = placed = 0
     for seed in range(4):
-        p = engine_problem(cluster_v2(nodes=120, units=300, shapes=10, scenario=scenario,
-                                      seed=seed, gangs=60))
-        for cap in (-1, p.N + 15):
-            q = dataclasses.replace(p, max_num_nodes=cap)
-            fast = schedule(q)
-            monkeypatch.setattr(phases, "GANG_KERNEL", False)
-            slow = schedule(q)
-            monkeypatch.setattr(phases, "GANG_KERNEL", True)
-            _plans_equal(fast, slow, (scenario, seed, cap))
-            gangs_seen += q.G
-            infeasible += int(fast.gang_infeasible.sum())
-    assert gangs_seen == 480 and 0 < infeasible < gangs_seen
+        for spec in (cluster_v2(nodes=120, units=3000, shapes=10, scenario=scenario,
+                                seed=seed, gangs=60),
+                     cluster_pr64175(nodes=150, units=1500, scenario=scenario, seed=seed)):
+            p = engine_problem(spec)
+            for cap in (-1, p.N + 15):
+                q = dataclasses.replace(p, max_num_nodes=cap)
+                fast = schedule(q)
+                _plans_equal(fast, _twin_schedule(q, monkeypatch), (scenario, seed, cap))
+                gangs_seen += q.G
+                infeasible += int(fast.gang_infeasible.sum())
+                placed += int(fast.place_count.sum())
+    assert gangs_seen == 480 and 0 < infeasible < gangs_seen and placed > 10_000
 
 
-def test_gang_kernel_equals_python_packer_on_random_states(monkeypatch):
+def test_kernels_equal_python_packer_on_random_states(monkeypatch):
     """The same on the differential tests' random ticks (labels, selectors,
     every strategy, pending nodes, caps), decoded by the Ray codec."""
     pytest.importorskip("ray")
     from adapters.ray.codec import decode
-    from engine import phases
 
     from .raygen import make_request
     with_gangs = 0
     for seed in range(300):
         p = decode(make_request(seed, max_nodes=30 if seed % 4 else 80)).problem
-        fast = schedule(p)
-        monkeypatch.setattr(phases, "GANG_KERNEL", False)
-        slow = schedule(p)
-        monkeypatch.setattr(phases, "GANG_KERNEL", True)
-        _plans_equal(fast, slow, seed)
+        _plans_equal(schedule(p), _twin_schedule(p, monkeypatch), seed)
         with_gangs += p.G > 0 and not p.node_ippr["attached"].any()
     assert with_gangs >= 100
+
+
+def test_loop_kernel_anti_affinity_over_running_twins(monkeypatch):
+    """Identical running nodes taken as a batch under an anti-affinity: one unit
+    per node, and a later run with the same anti-affinity goes elsewhere
+    (kernels/loop.py against its twin, and the outcome itself)."""
+    types = [NodeTypeSpec("w", {"CPU": 4.0}, max_workers=10)]
+    node = dict(total={"CPU": 4.0}, available={"CPU": 4.0}, ray_node_id="n", idle_ms=0)
+    nodes = [NodeSpec("w", **node) for _ in range(3)]
+    reqs = [RequestSpec({"CPU": 1.0}, 2, anti_affinity=("app", "x")),
+            RequestSpec({"CPU": 0.5}, 2, anti_affinity=("app", "x"))]
+    p = build_problem(types, nodes, reqs, idle_timeout_s=60.0)
+    plan = schedule(p)
+    _plans_equal(plan, _twin_schedule(p, monkeypatch), "twins")
+    on = {}
+    for slot, run, k in zip(plan.place_slot, plan.place_run, plan.place_count):
+        on.setdefault(int(run), []).append(int(slot))
+    # One unit per node: two nodes take the first run, the third node and one
+    # new node take the second.
+    assert sorted(on[0]) == [0, 1] and on[1][0] == 2 and plan.launch.sum() == 1
