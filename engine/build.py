@@ -261,7 +261,7 @@ def build_problem(
         # A private name is named by one node only: count them per node.
         owner = np.repeat(np.asarray(seq_node, np.int64),
                           np.fromiter(map(len, seqs), np.int64, len(seqs)))
-        mine = np.fromiter((k in private for k in chain.from_iterable(seqs)), bool,
+        mine = np.fromiter(map(private.__contains__, chain.from_iterable(seqs)), bool,
                            owner.size)
         n_private = int(np.bincount(owner[mine]).max()) if mine.any() else 0
     for j in range(n_private):

@@ -5,7 +5,7 @@ when something is wrong is the offending entry located and named.
 """
 from __future__ import annotations
 
-from itertools import chain
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -36,7 +36,7 @@ def _flat(dicts: list, rows: np.ndarray, ids: dict):
     lens = np.fromiter(map(len, dicts), np.int64, len(dicts))
     keys = list(chain.from_iterable(dicts))
     vals = list(chain.from_iterable(map(dict.values, dicts)))
-    cols = np.array([ids.get(k, -1) for k in keys], np.int64)
+    cols = np.fromiter(map(ids.get, keys, repeat(-1)), np.int64, len(keys))
     rr = np.repeat(rows, lens)
     starts = np.cumsum(lens) - lens
     pos = np.arange(len(keys)) - np.repeat(starts, lens)

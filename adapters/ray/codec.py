@@ -145,13 +145,41 @@ def _node_spec(inst, req: SchedulingRequest, ippr: bool) -> NodeSpec:
     return spec
 
 
+def _node_specs(req: SchedulingRequest, ippr: bool) -> list:
+    """Every instance as a NodeSpec: ``_node_spec`` with its common case (a
+    running node, or a pending one, and no IPPR) inlined - the codec's hot loop."""
+    if ippr:
+        return [_node_spec(inst, req, ippr) for inst in req.current_instances]
+    out = []
+    add = out.append
+    for inst in req.current_instances:
+        im = inst.im_instance
+        if im is None:
+            add(NodeSpec(type="", status=None))
+            continue
+        status = im.status
+        rn = inst.ray_node
+        if status == _RUNNING and rn is not None:
+            m = rn.labels
+            labels = {k: m[k] for k in m} if m else {}
+            if rn.dynamic_labels:
+                labels.update(_pb_dict(rn.dynamic_labels))
+            t, a = rn.total_resources, rn.available_resources
+            add(NodeSpec(im.instance_type, status, im.node_kind, {k: t[k] for k in t},
+                         {k: a[k] for k in a}, labels, rn.idle_duration_ms, im.node_id,
+                         im.launch_config_hash))
+        else:
+            add(NodeSpec(im.instance_type, status, im.node_kind))
+    return out
+
+
 def decode(req: SchedulingRequest, vocab=None) -> Decoded:
     if len(req.cluster_resource_constraints) > 1:
         raise ProblemError("cluster_resource_constraints",
                            f"has {len(req.cluster_resource_constraints)} entries; at most 1")
     types = [_type_spec(k, cfg, req) for k, cfg in req.node_type_configs.items()]
     ippr = bool(req.ippr_statuses and req.ippr_specs)
-    nodes = [_node_spec(inst, req, ippr) for inst in req.current_instances]
+    nodes = _node_specs(req, ippr)
     runs, msgs = [], []
     for i, rbc in enumerate(req.resource_requests):
         if rbc.count < 0:
