@@ -76,31 +76,33 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
         rl = rows_p.tolist()
         pcol = dict(zip(zip(rl, names), tc[t_priv].tolist()))
         n_mine = dict(zip(rl, (rank + 1).tolist()))  # last write per row = its count
-        private_of: dict = {}
-        for n, k, v in zip(rl, names, tvals[t_priv].tolist()):
-            private_of.setdefault(n, []).append((k, v))
         node_private = out["node_private"]
-        for n, lst in private_of.items():
-            node_private[n] = tuple(lst)
+        if not rank.any():                            # one each (a raylet's node:<ip>)
+            for n, k, v in zip(rl, names, tvals[t_priv].tolist()):
+                node_private[n] = ((k, v),)
+        else:
+            private_of: dict = {}
+            for n, k, v in zip(rl, names, tvals[t_priv].tolist()):
+                private_of.setdefault(n, []).append((k, v))
+            for n, lst in private_of.items():
+                node_private[n] = tuple(lst)
     a_priv = np.flatnonzero(ac < 0)
     if a_priv.size:                                   # private in the availability map
         keys = list(zip(ar[a_priv].tolist(), [ak[j] for j in a_priv.tolist()]))
-        got = [pcol.get(key) for key in keys]
-        for j, key, c in zip(a_priv.tolist(), keys, got):
+        got = list(map(pcol.get, keys))
+        for i, (key, c) in enumerate(zip(keys, got)) if None in got else ():
             if c is None:                             # named only in the availability map
                 k = n_mine.get(key[0], 0)
                 c = pcol[key] = int(pseudo[k])
                 n_mine[key[0]] = k + 1
-            ac[j] = c
-    lids, vadd = lvocab.ids, values.add
-    lr, lc, lv = [], [], []
-    for n, ns in zip(rows.tolist(), specs):
-        if ns.labels:
-            for k, v in ns.labels.items():
-                lr.append(n)
-                lc.append(lids[k])
-                lv.append(vadd(str(v)))
-    out["node_label"][lr, lc] = lv
+                got[i] = c
+        ac[a_priv] = got
+    labels = [ns.labels or {} for ns in specs]
+    lens = np.fromiter(map(len, labels), np.int64, len(labels))
+    if lens.any():
+        lc = list(map(lvocab.ids.__getitem__, chain.from_iterable(labels)))
+        lv = list(map(values.add, map(str, chain.from_iterable(map(dict.values, labels)))))
+        out["node_label"][np.repeat(rows, lens), lc] = lv
     total, free, present = out["node_total"], out["node_free"], out["node_present"]
     total[tr, tc] = tvals
     out["node_order"][tr, tp] = tc
