@@ -245,7 +245,17 @@ def build_problem(
             seq_node.append(j)
     node_names: Counter = Counter(chain.from_iterable(seqs))
 
-    gang_specs = [b for g in gangs for b in g.requests]
+    # Gang bundles: one request row per distinct spec object (an adapter passes
+    # one object for equal bundles), each bundle pointing at its row.
+    gang_specs, first_bundle, bundle_row = [], [], []
+    row_of: dict = {}
+    for b in (b for g in gangs for b in g.requests):
+        r = row_of.get(id(b))
+        if r is None:
+            r = row_of[id(b)] = len(gang_specs)
+            gang_specs.append(b)
+            first_bundle.append(len(bundle_row))
+        bundle_row.append(r)
     all_specs = list(requests) + list(constraint or ()) + gang_specs
     collect_names(all_specs, vocab, lvocab)
     # Private columns (a raylet's node:<ip>): named by one node only, by no type or
@@ -353,7 +363,7 @@ def build_problem(
 
     # ---- demand: plain runs, the constraint's requests, then gang bundles ----------
     S, C = len(requests), len(constraint or ())
-    wheres = _Wheres(S, C, [len(gs.requests) for gs in gangs])
+    wheres = _Wheres(S, C, [len(gs.requests) for gs in gangs], first_bundle)
     table = encode(all_specs, wheres, vocab, lvocab, values, _qty,
                    [rs.sum if rs.sum is not None else None for rs in all_specs])
     shape_count = np.zeros(S, dtype=CNT)
@@ -366,12 +376,13 @@ def build_problem(
         if rs.count != 1:
             raise ProblemError(f"{wheres[S + C + q]}.count", f"a gang bundle is one unit, got {rs.count}")
     gang_ptr = np.zeros(len(gangs) + 1, dtype=IDX)
+    gang_ptr[1:] = np.cumsum([len(gs.requests) for gs in gangs], dtype=np.int64)
+    gang_req = (S + C + np.asarray(bundle_row, np.int64)).astype(IDX)
     gang_key = np.zeros((len(gangs), 2), dtype=CNT)
     for g, gs in enumerate(gangs):
-        gang_ptr[g + 1] = gang_ptr[g] + len(gs.requests)
         key = gs.sort_key
         if key is None:
-            key = (sum(int(table.n_pc[S + C + gang_ptr[g] + b]) for b in range(len(gs.requests))),
+            key = (int(table.n_pc[gang_req[gang_ptr[g]: gang_ptr[g + 1]]].sum()),
                    len(gs.requests))
         gang_key[g] = key
 
@@ -442,7 +453,7 @@ def build_problem(
         con_count=con_count,
         has_constraint=constraint is not None,
         gang_ptr=gang_ptr,
-        gang_req=np.arange(S + C, S + C + len(gang_specs), dtype=IDX),
+        gang_req=gang_req,
         gang_key=gang_key,
         gang_names=tuple(g.name for g in gangs),
         pending_idle_timeout_s=_timeout(pending_idle_timeout_s, "pending_idle_timeout_s"),
@@ -466,9 +477,10 @@ def _listed_cols(order: np.ndarray, R: int) -> np.ndarray:
 class _Wheres:
     """The field name of each request row, made only when an error needs one."""
 
-    def __init__(self, S: int, C: int, gang_sizes: list):
+    def __init__(self, S: int, C: int, gang_sizes: list, first_bundle: list):
         self.S, self.C = S, C
         self.ptr = np.concatenate([[0], np.cumsum(gang_sizes, dtype=np.int64)])
+        self.first = first_bundle       # gang row -> the first bundle that uses it
 
     def __getitem__(self, q: int) -> str:
         q = int(q)
@@ -476,6 +488,6 @@ class _Wheres:
             return f"resource_requests[{q}]"
         if q < self.S + self.C:
             return f"cluster_resource_constraints[0].resource_requests[{q - self.S}]"
-        k = q - self.S - self.C
+        k = self.first[q - self.S - self.C]
         g = int(np.searchsorted(self.ptr, k, side="right")) - 1
         return f"gang_resource_requests[{g}].requests[{k - int(self.ptr[g])}]"

@@ -84,7 +84,7 @@ class Problem:
     con_count: np.ndarray               # (C,) i8
     has_constraint: bool
     gang_ptr: np.ndarray                # (G+1,) i4 gang -> its bundles in gang_req
-    gang_req: np.ndarray                # (B,) i4 rows of the gang bundles
+    gang_req: np.ndarray                # (B,) i4 row of each gang bundle (shared when equal)
     gang_key: np.ndarray                # (G, 2) i8 Ray's gang sort key
     gang_names: tuple[str, ...]
     pending_idle_timeout_s: float       # NaN = pending nodes are not idle-terminated

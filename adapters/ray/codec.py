@@ -60,20 +60,21 @@ def _gang_spec(g, i: int, seen: dict) -> GangSpec:
     """``seen``: bundle bytes -> RequestSpec, shared by the whole request (a
     placement group's bundles are mostly equal, and many groups alike). Equal
     bytes are equal messages with their map entries in the same order."""
-    used = g.bundle_selectors[0].resource_requests if g.bundle_selectors else g.requests
-    field = "bundle_selectors[0].resource_requests" if g.bundle_selectors else "requests"
+    selectors = bool(g.bundle_selectors)
+    used = g.bundle_selectors[0].resource_requests if selectors else g.requests
     specs = []
     for b, r in enumerate(used):
         key = r.SerializeToString()
         spec = seen.get(key)
         if spec is None:
+            field = "bundle_selectors[0].resource_requests" if selectors else "requests"
             spec = seen[key] = _request_spec(r, f"gang_resource_requests[{i}].{field}[{b}]")
         specs.append(spec)
-    return GangSpec(
-        requests=specs,
-        # Ray orders gangs by the legacy list even when bundle_selectors are used.
-        sort_key=(sum(len(r.placement_constraints) for r in g.requests), len(g.requests)),
-        name=g.details)
+    # Ray orders gangs by the legacy list even when bundle_selectors are used; a
+    # decoded request has at most one placement constraint.
+    n_pc = (sum(len(r.placement_constraints) for r in g.requests) if selectors else
+            sum((s.affinity is not None) + (s.anti_affinity is not None) for s in specs))
+    return GangSpec(requests=specs, sort_key=(n_pc, len(g.requests)), name=g.details)
 
 
 def _type_spec(key: str, cfg, req: SchedulingRequest) -> NodeTypeSpec:
