@@ -58,6 +58,26 @@ def _loose_keys(ctx: Context, pend: np.ndarray, sa) -> np.ndarray:
         ctx.label[pend].astype(float)]) + 0.0
 
 
+def _placements(won: np.ndarray, ev_ptr: np.ndarray, ev_tau: np.ndarray) -> tuple:
+    """(slot, run, units) of every winner of a kernel loop: each winner of pick e
+    takes ev_tau[e]'s nonzero entries, runs in order."""
+    pe, pk = np.nonzero(ev_tau)                  # pairs of each pick, runs ascending
+    nnz = np.bincount(pe, minlength=ev_tau.shape[0])
+    start = np.cumsum(nnz) - nnz
+    ev_of = np.repeat(np.arange(ev_tau.shape[0]), np.diff(ev_ptr))
+    cnt = nnz[ev_of]                             # pairs per winner
+    w = np.repeat(np.arange(won.shape[0]), cnt)
+    within = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    pair = start[ev_of][w] + within
+    return won[w].astype(np.int64), pk[pair].astype(np.int64), ev_tau[pe[pair], pk[pair]]
+
+
+def _varying(a: np.ndarray) -> np.ndarray:
+    """The columns of ``a`` that are not the same in every row (a constant column
+    tells no rows apart; labels have one column per placement group)."""
+    return a[:, (a != a[:1]).any(axis=0)] if a.shape[0] > 1 else a[:, :0]
+
+
 def _listed(ctx: Context, slots: np.ndarray) -> np.ndarray:
     tp = np.zeros((slots.size, ctx.p.R), bool)
     o = ctx.order[slots]
@@ -81,7 +101,7 @@ def _running_classes(ctx: Context, run: np.ndarray, sa, base: int) -> np.ndarray
         order.astype(float), np.where(tp[:, pub], ctx.total[run][:, pub], 0.0), tp[:, pub],
         np.where(fp[:, pub], sa.free[run][:, pub], 0.0), fp[:, pub], sa.placed_res[run],
         sa.placed_gpu[run, None], sa.hist[run].astype(float), sa.nhist[run, None],
-        ctx.label[run].astype(float), tp[:, priv].sum(axis=1, keepdims=True),
+        _varying(ctx.label[run]).astype(float), tp[:, priv].sum(axis=1, keepdims=True),
         np.where(odd, np.arange(run.size), -1)[:, None].astype(float)])
     ids, _ = row_ids(key)
     return base + ids
@@ -206,6 +226,7 @@ class Packer:
     def __init__(self, ctx: Context, rq: Requests, source: int):
         self.ctx, self.rq, self.source = ctx, rq, source
         self.placements: list[tuple[int, int, int]] = []   # (slot, run index, units)
+        self._chunks: list = []      # placements as (slots, runs, units) arrays, in order
 
     def _loop(self, picker: Picker, runs, left, *, avail=None, room=None,
               on_win=None) -> tuple[list, np.ndarray]:
@@ -288,14 +309,20 @@ class Packer:
             self.batching, c.M, won)
         if templates:
             c.finish_clones(M1, tmpl, slots + src + marks + (c.ghash,))
-        winners = won[:nw].tolist()
-        taus = ev_tau.tolist()
-        for e in range(len(taus)):
-            ks = [(k, x) for k, x in enumerate(taus[e]) if x]
-            for s in winners[ev_ptr[e]: ev_ptr[e + 1]]:
-                for k, x in ks:
-                    self.placements.append((s, k, x))
-        return winners, left
+        self._add_chunk(*_placements(won[:nw], ev_ptr, ev_tau))
+        return won[:nw].tolist(), left
+
+    def _add_chunk(self, slots, runs, units) -> None:
+        if self.placements:
+            self._chunks.append(tuple(np.asarray(x, np.int64).reshape(-1)
+                                      for x in zip(*self.placements)))
+            self.placements = []
+        self._chunks.append((slots, runs, units))
+
+    def placement_arrays(self) -> tuple:
+        """Every placement of this packer, in order: (slots, runs, units) arrays."""
+        self._add_chunk(*(np.zeros(0, np.int64),) * 3)
+        return tuple(np.concatenate([c[i] for c in self._chunks]) for i in range(3))
 
     def _batch(self, picker: Picker, i: int, tau, left, limit: int) -> int:
         """How many times in a row the winner's pick repeats exactly: its twin (the

@@ -241,8 +241,9 @@ def sched_requests(ctx: Context, rq: Requests):
         if left_sorted[k] > 0:
             infeasible[s] = left_sorted[k]
             why[s] = _why(ctx, rq, s, packer.n_nodes)
-    placements = [(m, perm[k], n) for m, k, n in packer.placements]
-    return np.asarray(perm, IDX), infeasible, why, placements
+    slots, runs_k, units = packer.placement_arrays()
+    runs_s = np.asarray(perm, np.int64)[runs_k] if len(perm) else runs_k
+    return np.asarray(perm, IDX), infeasible, why, (slots, runs_s, units)
 
 
 # ---- §5.1 pending-node idle tracking -----------------------------------------------------

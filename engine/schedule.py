@@ -63,25 +63,24 @@ def _assemble(ctx: Context, run_order, infeasible, why, placements) -> Plan:
     nodes = ctx.nodes
     N = p.N
     launching = nodes[ctx.sched[nodes] == Sched.TO_LAUNCH]
-    new_slot = {int(m): N + j for j, m in enumerate(launching)}
     launch = np.bincount(ctx.type[launching], minlength=p.T).astype(CNT)
-    seen: dict[int, None] = {}
-    for t in ctx.type[launching]:
-        seen.setdefault(int(t))
+    lt = ctx.type[launching]
+    first = np.sort(np.unique(lt, return_index=True)[1])
+    seen = dict.fromkeys(lt[first].tolist())      # types in order of first launch
     # Terminations in list order; nodes the tick itself added are simply not
     # launched (Ray would emit empty-id terminations for them, quirk Q4), and
     # REQUESTED / RAY_STOP_REQUESTED instances are never named (quirk Q13).
     term = nodes[(ctx.sched[nodes] == Sched.TO_TERMINATE) & (nodes < N)
                  & ~np.isin(ctx.status[nodes], Status.UNTERMINABLE)]
     live = nodes[ctx.sched[nodes] != Sched.TO_TERMINATE]
-    slot_of = {}
-    for m in nodes:
-        m = int(m)
-        slot_of[m] = m if m < N else new_slot.get(m, -1)
+    # Problem row of each slot in the list: itself, or N + j for the j-th launch.
     # Units packed onto a node this tick cut before launching it (quirk Q1 with
     # Q4 fixed) keep slot -1: placed as Ray counts them, on no node.
-    pl = np.asarray([(slot_of.get(m, -1), s, k) for m, s, k in placements],
-                    dtype=np.int64).reshape(-1, 3)
+    slot_of = np.full(ctx.M, -1, np.int64)
+    slot_of[nodes] = np.where(nodes < N, nodes, -1)
+    slot_of[launching] = N + np.arange(len(launching))
+    m, s, k = placements
+    pl = np.stack([slot_of[m], s, k], axis=1) if len(m) else np.zeros((0, 3), np.int64)
     return Plan(
         resources=p.resources,
         type_names=p.type_names,
