@@ -77,15 +77,12 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
         pcol = dict(zip(zip(rl, names), tc[t_priv].tolist()))
         n_mine = dict(zip(rl, (rank + 1).tolist()))  # last write per row = its count
         node_private = out["node_private"]
-        if not rank.any():                            # one each (a raylet's node:<ip>)
-            for n, k, v in zip(rl, names, tvals[t_priv].tolist()):
+        pv = tvals[t_priv].tolist()
+        for n, k, v, r in zip(rl, names, pv, rank.tolist()):   # mostly one each (node:<ip>)
+            if r == 0:
                 node_private[n] = ((k, v),)
-        else:
-            private_of: dict = {}
-            for n, k, v in zip(rl, names, tvals[t_priv].tolist()):
-                private_of.setdefault(n, []).append((k, v))
-            for n, lst in private_of.items():
-                node_private[n] = tuple(lst)
+        for j in np.flatnonzero(rank > 0).tolist():   # a second or later one, in order
+            node_private[rl[j]] += ((names[j], pv[j]),)
     a_priv = np.flatnonzero(ac < 0)
     if a_priv.size:                                   # private in the availability map
         keys = list(zip(ar[a_priv].tolist(), [ak[j] for j in a_priv.tolist()]))
@@ -101,7 +98,10 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
     lens = np.fromiter(map(len, labels), np.int64, len(labels))
     if lens.any():
         lc = list(map(lvocab.ids.__getitem__, chain.from_iterable(labels)))
-        lv = list(map(values.add, map(str, chain.from_iterable(map(dict.values, labels)))))
+        strs = list(map(str, chain.from_iterable(map(dict.values, labels))))
+        lv = list(map(values.ids.get, strs))
+        for j in [j for j, v in enumerate(lv) if v is None]:   # first sightings, in order
+            lv[j] = values.add(strs[j])
         out["node_label"][np.repeat(rows, lens), lc] = lv
     total, free, present = out["node_total"], out["node_free"], out["node_present"]
     total[tr, tc] = tvals
