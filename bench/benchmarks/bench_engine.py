@@ -6,6 +6,8 @@ otherwise). Setup builds inputs and warms the numba kernels up; only the call
 named by the method is measured. ``Tick`` is the grid without placement groups
 (``cluster_v1``); ``TickGangs`` adds 1,000 GCS-encoded placement groups and
 ``TickLarge`` reaches 30,000 nodes and 1,000,000 pending units (``cluster_v2``).
+``EndToEnd`` and ``EndToEndTargets`` time ``EngineScheduler.schedule`` on a
+protobuf ``SchedulingRequest`` (decode + engine + encode).
 The CI smoke runs every param once and must stay under 3 minutes.
 """
 from __future__ import annotations
@@ -98,6 +100,31 @@ class EndToEnd:
         self.scheduler.schedule(self.request)
 
     def time_end_to_end(self, nodes, units, scenario):
+        self.scheduler.schedule(self.request)
+
+
+class EndToEndTargets:
+    """The issue's end-to-end cases through ``EngineScheduler.schedule``: the round
+    of ray-project/ray PR #64175 (1,337 nodes, 13,315 pending {CPU: 2} tasks,
+    ``cluster_pr64175``) and 1,000 nodes / 1,000 units in 20 shapes with 50 or
+    1,000 placement groups (``cluster_v2``). Ray's side is bench/compare_ray.py."""
+    params = (["pr64175-saturated", "pr64175-fragmented", "1k-50pg", "1k-1000pg"],)
+    param_names = ["case"]
+    timeout = _SETUP_TIMEOUT
+
+    def setup(self, case):
+        from adapters.ray import EngineScheduler
+        engine.warmup()
+        if case.startswith("pr64175"):
+            spec = common.cluster_pr64175(scenario=case.split("-")[1])
+        else:
+            spec = common.cluster_v2(nodes=1000, units=1000, shapes=20, scenario="saturated",
+                                     seed=0, gangs=int(case.split("-")[1][:-2]))
+        self.request = common.scheduling_request(spec)
+        self.scheduler = EngineScheduler(new_id=lambda: "id", now_ns=lambda: 0)
+        self.scheduler.schedule(self.request)
+
+    def time_end_to_end(self, case):
         self.scheduler.schedule(self.request)
 
 
