@@ -7,6 +7,7 @@ which instances become scheduling nodes (RAY_V2_SEMANTICS.md §2.1).
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
 from itertools import chain
 from dataclasses import dataclass, field
@@ -236,13 +237,17 @@ def build_problem(
         kept.append(i)
     # Resource name -> running nodes naming it (in totals, or only in availability).
     # Names in first-seen order, node by node (it is the vocabulary's column order).
-    seqs, seq_node = [], []
-    for j, (tot, av) in enumerate(zip(tots, avs)):
-        seqs.append(tot)
-        seq_node.append(j)
-        if av and (len(av) > len(tot) or not av.keys() <= tot.keys()):
-            seqs.append(av.keys() - tot.keys())
+    seqs, seq_node = tots, list(range(len(tots)))
+    keys = operator.methodcaller("keys")
+    inside = list(map(operator.le, map(keys, [av or {} for av in avs]), map(keys, tots)))
+    if not all(inside):          # a name only in some node's availability
+        seqs, seq_node = [], []
+        for j, (tot, av) in enumerate(zip(tots, avs)):
+            seqs.append(tot)
             seq_node.append(j)
+            if not inside[j]:
+                seqs.append(av.keys() - tot.keys())
+                seq_node.append(j)
     node_names: Counter = Counter(chain.from_iterable(seqs))
 
     # Gang bundles: one request row per distinct spec object (an adapter passes

@@ -6,6 +6,7 @@ when something is wrong is the offending entry located and named.
 from __future__ import annotations
 
 from itertools import chain, repeat
+from operator import itemgetter, methodcaller
 
 import numpy as np
 
@@ -43,6 +44,14 @@ def _flat(dicts: list, rows: np.ndarray, ids: dict):
     return keys, vals, rr, pos, cols
 
 
+def _pick(items: list, idx: np.ndarray) -> list:
+    """``[items[j] for j in idx]`` at C speed."""
+    if idx.size == 0:
+        return []
+    got = itemgetter(*idx.tolist())(items)
+    return [got] if idx.size == 1 else list(got)
+
+
 def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, out, check) -> int:
     """Fill ``out`` arrays (node_total, node_order, node_free, node_present,
     node_label, node_idle, node_has_ray; lists node_hash, node_private) for the
@@ -72,7 +81,7 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
         start_of = np.repeat(grp_start, np.diff(np.r_[grp_start, t_priv.size]))
         rank = np.arange(t_priv.size) - start_of
         tc[t_priv] = pseudo[rank]
-        names = [tk[j] for j in t_priv.tolist()]
+        names = _pick(tk, t_priv)
         rl = rows_p.tolist()
         pcol = dict(zip(zip(rl, names), tc[t_priv].tolist()))
         n_mine = dict(zip(rl, (rank + 1).tolist()))  # last write per row = its count
@@ -85,7 +94,7 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
             node_private[rl[j]] += ((names[j], pv[j]),)
     a_priv = np.flatnonzero(ac < 0)
     if a_priv.size:                                   # private in the availability map
-        keys = list(zip(ar[a_priv].tolist(), [ak[j] for j in a_priv.tolist()]))
+        keys = list(zip(ar[a_priv].tolist(), _pick(ak, a_priv)))
         got = list(map(pcol.get, keys))
         for i, (key, c) in enumerate(zip(keys, got)) if None in got else ():
             if c is None:                             # named only in the availability map
@@ -98,10 +107,7 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
     lens = np.fromiter(map(len, labels), np.int64, len(labels))
     if lens.any():
         lc = list(map(lvocab.ids.__getitem__, chain.from_iterable(labels)))
-        strs = list(map(str, chain.from_iterable(map(dict.values, labels))))
-        lv = list(map(values.ids.get, strs))
-        for j in [j for j, v in enumerate(lv) if v is None]:   # first sightings, in order
-            lv[j] = values.add(strs[j])
+        lv = values.add_many(list(map(str, chain.from_iterable(map(methodcaller("values"), labels)))))
         out["node_label"][np.repeat(rows, lens), lc] = lv
     total, free, present = out["node_total"], out["node_free"], out["node_present"]
     total[tr, tc] = tvals

@@ -35,6 +35,14 @@ class Vocab:
             self._names.append(name)
         return i
 
+    def add_many(self, names: list) -> list:
+        """``[self.add(n) for n in names]``, new names checked once each."""
+        ids = self._ids
+        for n in dict.fromkeys(names):           # first-seen order
+            if n not in ids:
+                self.add(n)
+        return list(map(ids.__getitem__, names))
+
     def get(self, name: str, default: int = -1) -> int:
         return self._ids.get(name, default)
 
