@@ -77,12 +77,11 @@ class Context:
         self.nodes = np.arange(N, dtype=IDX)   # Ray's node list, as slot ids
         # Pseudo columns holding each node's private resources (engine.build).
         self.private = np.array([n.startswith(PRIVATE_PREFIX) for n in p.resources], bool)
-        # Strict classes of running nodes per source, computed once per tick; a
-        # touched slot leaves its class (-1). -2: not computed yet.
+        # Strict classes of running nodes per source, computed when first needed;
+        # a touched slot leaves its class (-1). -2: not computed yet.
         self.rcls = np.full(cap, -2, IDX)
         self.crcls = np.full(cap, -2, IDX)
         self.n_strict = [0, 0]
-        self._strict_done = [False, False]
         # Ray's NodeStateCache class of non-running slots per source, by exact key
         # bytes (content-addressed, so ids stay valid); -2: (re)compute.
         self.lcls = np.full(cap, -2, IDX)
@@ -117,14 +116,12 @@ class Context:
         return ns
 
 
-    def strict_classes(self, sa, compute) -> np.ndarray:
+    def strict_classes(self, sa, run: np.ndarray, compute) -> np.ndarray:
         """(M,) strict class id per slot for source ``sa`` (-1: alone), computing
-        them for every running node in the list the first time."""
+        it for the running slots ``run`` that have none yet. Ids of one call are
+        their own range, so slots of different calls never share a class (they
+        could only be missed twins)."""
         rc = self.rcls if sa.source == 0 else self.crcls
-        if self._strict_done[sa.source]:
-            return rc       # running nodes never join later; a changed one is -1
-        self._strict_done[sa.source] = True
-        run = self.nodes[self.status[self.nodes] == Status.RAY_RUNNING]
         todo = run[rc[run] == -2]
         if todo.size:
             ids = compute(todo)

@@ -41,7 +41,7 @@ def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int, int]:
     n = len(ctx.loose_ids[sa.source])
     strict = n
     if run.size > 1:
-        rc = ctx.strict_classes(sa, lambda slots: _running_classes(ctx, slots, sa, 0))
+        rc = ctx.strict_classes(sa, run, lambda slots: _running_classes(ctx, slots, sa, 0))
         ids = rc[run]
         cls[run] = np.where(ids >= 0, n + ids, -1)
         n += ctx.n_strict[sa.source]
