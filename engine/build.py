@@ -190,7 +190,7 @@ def build_problem(
     schedulable = frozenset(Status.SCHEDULABLE)
     kinds = frozenset((Kind.UNMANAGED, Kind.HEAD, Kind.WORKER))
     RUNNING = Status.RAY_RUNNING
-    ladd = lvocab.add
+    labs = []                            # label maps of running nodes, in order
     for i, ns in enumerate(nodes):
         st = ns.status
         if st is None:
@@ -217,8 +217,7 @@ def build_problem(
             tots.append(tot)
             avs.append(ns.available)
             if ns.labels:
-                for k in ns.labels:
-                    ladd(k)
+                labs.append(ns.labels)
             outdated.append(False)
         elif ty not in type_index:
             if disable_launch_config_check:
@@ -235,6 +234,7 @@ def build_problem(
         else:
             outdated.append(False)
         kept.append(i)
+    lvocab.add_many(list(chain.from_iterable(labs)))
     # Resource name -> running nodes naming it (in totals, or only in availability).
     # Names in first-seen order, node by node (it is the vocabulary's column order).
     seqs, seq_node = tots, list(range(len(tots)))
