@@ -69,7 +69,7 @@ class Requests:
         anti-affinity bundles first in order, then one merged request per
         (affinity label, value, selectors) group in first-seen order, whose bundle
         is the per-key sum and whose selectors are the first member's."""
-        p, t = self.p, self.table
+        t = self.table
         rows = self._gang_req[self._gang_ptr[g]: self._gang_ptr[g + 1]]
         out, groups = [], {}
         aff = self._aff

@@ -19,146 +19,13 @@ classes are found by digest and confirmed by comparing the whole key.
 """
 import numpy as np
 
-from numba import types
-from numba.typed import Dict
-
 from ._jit import njit
 from .fit import _fits_any
-from .pack import _commit
-from .pick import _invalidate, _refresh_pick
+from .loop import _run_loop
+from .nodeclass import _class_of, _class_table
+from .slots import _mark, _pick_loop, _win
 
 _RUNNING = 5      # Status.RAY_RUNNING
-
-
-@njit
-def _listed(order_row, R):
-    out = np.zeros(R, dtype=np.bool_)
-    for j in range(order_row.shape[0]):
-        if order_row[j] >= 0:
-            out[order_row[j]] = True
-    return out
-
-
-@njit
-def _loose_hash(m, slots, src, lm):
-    """A digest of slot m's loose key: equal keys give equal digests (a float
-    chain over the columns, an integer sum over the labels, which is wide)."""
-    total, label, typ, kind = slots[0], slots[2], slots[3], slots[5]
-    free, present = src[0], src[1]
-    h = typ[m] * 31.0 + kind[m]
-    for r in range(total.shape[1]):
-        h = h * 1.0000001 + (total[m, r] + 0.5 if lm[r] else 0.25)
-        h = h * 1.0000003 + (free[m, r] + 0.5 if present[m, r] else 0.25)
-    acc = np.int64(0)
-    row = label[m]
-    for j in range(row.shape[0]):
-        acc += (np.int64(row[j]) + 2) * (2 * j + 1)
-    return h * 1.0000007 + (acc % 1000003)
-
-
-@njit
-def _class_table(n, R, L, label_dtype):
-    """Room for n classes: each keeps a copy of its key, so a class outlives the
-    slot that founded it. (digest -> first class, next class of equal digest,
-    type, kind, listed, totals, present, free, labels, [classes used])."""
-    head = Dict.empty(key_type=types.float64, value_type=types.int64)
-    return (head, np.full(n, -1, dtype=np.int64), np.empty(n, dtype=np.int64),
-            np.empty(n, dtype=np.int64), np.empty((n, R), dtype=np.bool_), np.empty((n, R)),
-            np.empty((n, R), dtype=np.bool_), np.empty((n, R)),
-            np.empty((n, L), dtype=label_dtype), np.zeros(1, dtype=np.int64))
-
-
-@njit
-def _same_key(c, m, tab, slots, src, lm):
-    """Whether slot m's loose key equals class c's: type, kind, listed totals,
-    availability and labels."""
-    total, label, typ, kind = slots[0], slots[2], slots[3], slots[5]
-    free, present = src[0], src[1]
-    if tab[2][c] != typ[m] or tab[3][c] != kind[m]:
-        return False
-    for r in range(total.shape[1]):
-        if tab[4][c, r] != lm[r] or tab[6][c, r] != present[m, r]:
-            return False
-        if lm[r] and tab[5][c, r] != total[m, r]:
-            return False
-        if present[m, r] and tab[7][c, r] != free[m, r]:
-            return False
-    for j in range(label.shape[1]):
-        if tab[8][c, j] != label[m, j]:
-            return False
-    return True
-
-
-@njit
-def _class_of(m, tab, slots, src, ghash):
-    """Slot m's class (Ray's NodeStateCache key, compared exactly), founding a
-    new one when no class has its key."""
-    R = slots[0].shape[1]
-    lm = _listed(slots[1][m], R)
-    if np.isnan(ghash[m]):
-        ghash[m] = _loose_hash(m, slots, src, lm)
-    h = ghash[m]
-    head, nxt = tab[0], tab[1]
-    c = head[h] if h in head else -1
-    last = -1
-    while c >= 0:
-        if _same_key(c, m, tab, slots, src, lm):
-            return c
-        last = c
-        c = nxt[c]
-    c = tab[9][0]
-    tab[9][0] = c + 1
-    if last < 0:
-        head[h] = c
-    else:
-        nxt[last] = c
-    tab[2][c], tab[3][c] = slots[3][m], slots[5][m]
-    tab[4][c], tab[5][c] = lm, slots[0][m]
-    tab[6][c], tab[7][c] = src[1][m], src[0][m]
-    tab[8][c] = slots[2][m]
-    return c
-
-
-@njit
-def _pick_loop(cands, nc, alive, valid, tk, did, ks, cls, ncls, slots, src, implicit, exact,
-               runs, left, rq, gpu_col, conserve_gpu):
-    """One pick of the loop: the position of the best candidate, or -1."""
-    total, order, label, rec, prio, avail = (slots[0], slots[1], slots[2], slots[6], slots[7],
-                                             slots[8])
-    free, present, placed_res, placed_gpu, hist, nhist = (src[0], src[1], src[2], src[3],
-                                                          src[5], src[6])
-    return _refresh_pick(cands[:nc], alive[:nc], valid[:nc], cls, ncls, total, order, free,
-                         present, placed_res, placed_gpu, label, hist, nhist, rec, prio, avail,
-                         implicit, exact, runs, left, rq, gpu_col, conserve_gpu, tk[:nc],
-                         did[:nc], ks[0][:nc], ks[1][:nc], ks[2][:nc], ks[3][:nc], ks[4][:nc])
-
-
-@njit
-def _win(m, i, alive, valid, tk, nc, src, slots, implicit, exact, runs, left, rq, scratch):
-    """Commit candidate i (slot m) and mark stale what its pick changed;
-    returns the new remaining counts."""
-    free, present, placed_res, placed_gpu, placed_any, hist, nhist = src
-    label = slots[2]
-    tau = tk[i].copy()
-    _commit(m, free, present, placed_res, placed_gpu, placed_any, label, hist, nhist,
-            implicit, exact, runs, left, rq, scratch)
-    new_left = left - tau
-    alive[i] = False
-    changed = np.flatnonzero(left != new_left)
-    _invalidate(valid[:nc], tk[:nc], changed, left, new_left)
-    return new_left
-
-
-@njit
-def _clone(s, m, slots, src):
-    total, order, label, typ, status, kind, rec, prio, avail = slots
-    free, present, placed_res, placed_gpu, placed_any, hist, nhist = src
-    total[s], order[s], label[s] = total[m], order[m], label[m]
-    typ[s], status[s], kind[s], rec[s], prio[s], avail[s] = (typ[m], status[m], kind[m],
-                                                             rec[m], prio[m], avail[m])
-    free[s], present[s], placed_res[s] = free[m], present[m], placed_res[m]
-    placed_gpu[s], placed_any[s], hist[s], nhist[s] = (placed_gpu[m], placed_any[m], hist[m],
-                                                      nhist[m])
 
 
 @njit
@@ -203,9 +70,8 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
     the template slot of each configured type (-1 otherwise).
     Returns (infeasible (G,), new node list, new M, template of each new slot).
     """
-    total, order, label, typ, status = slots[0], slots[1], slots[2], slots[3], slots[4]
+    total, label, typ, status = slots[0], slots[2], slots[3], slots[4]
     free = src[0]
-    rcls, crcls, lcls, clcls = marks
     qty, cols, ncols = rq[0], rq[1], rq[2]
     G = g_ptr.shape[0] - 1
     T = pristine.shape[0]
@@ -296,11 +162,7 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
             m = cands[i]
             _save(nkeep, m, keep, src, label)
             nkeep += 1
-            rcls[m] = -1
-            crcls[m] = -1
-            lcls[m] = -2
-            clcls[m] = -2
-            ghash[m] = np.nan
+            _mark(m, marks, ghash)
             cls[m] = -1
             left = _win(m, i, alive, valid, tk, nc, src, slots, implicit, exact, runs, left,
                         rq, scratch)
@@ -323,32 +185,15 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
                     valid[nc] = False
                     nc += 1
             room = -1 if max_num_nodes < 0 else max(0, max_num_nodes - nw)
-            launched = 0
-            while left.sum() > 0 and alive[:nc].any():
-                if room >= 0 and launched >= room:
-                    break
-                i = _pick_loop(cands, nc, alive, valid, tk, did, ks, cls, ncls, slots, src,
-                               implicit, exact, runs, left, rq, gpu_col, conserve_gpu)
-                if i < 0:
-                    break
-                m = cands[i]
-                s = M
-                M += 1
-                _clone(s, m, slots, src)
-                from_tmpl[s - M0] = m
-                ghash[s] = np.nan
-                left = _win(s, i, alive, valid, tk, nc, src, slots, implicit, exact, runs,
-                            left, rq, scratch)
-                nxt[nw] = s
-                nw += 1
-                launched += 1
-                t = typ[m]
-                avail[t] -= 1
-                if avail[t] > 0:
-                    cands[nc] = m          # a fresh template of the type, at the end
-                    alive[nc] = True
-                    valid[nc] = False
-                    nc += 1
+            won = np.empty(left.sum(), dtype=np.int64)
+            k, left, M1, _, _, _, tmpl = _run_loop(
+                cands, nc, alive, valid, tk, did, ks, cls, 1, 1, slots, src, marks, ghash,
+                implicit, exact, runs, left, rq, gpu_col, conserve_gpu, True, avail, room,
+                True, M, won)
+            from_tmpl[M - M0: M1 - M0] = tmpl
+            M = M1
+            nxt[nw: nw + k] = won[:k]
+            nw += k
         if left.sum() > 0:                 # all or nothing: put everything back
             bad[g] = True
             _restore(nkeep, keep, src, label)

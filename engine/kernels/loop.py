@@ -16,9 +16,9 @@ Array groups are those of kernels/gangs.py. Outputs: the winners in order
 import numpy as np
 
 from ._jit import njit
-from .gangs import _clone, _pick_loop
 from .pack import _better, _commit
 from .pick import _invalidate
+from .slots import _clone, _mark, _pick_loop
 
 
 @njit
@@ -97,16 +97,6 @@ def _grow_events(ev_ptr, ev_tau, E):
     t = np.zeros((2 * ev_tau.shape[0], ev_tau.shape[1]), dtype=np.int64)
     t[: ev_tau.shape[0]] = ev_tau
     return p, t
-
-
-@njit
-def _mark(m, marks, ghash):
-    """Slot m changes: it leaves its classes and its cached key digest."""
-    marks[0][m] = -1
-    marks[1][m] = -1
-    marks[2][m] = -2
-    marks[3][m] = -2
-    ghash[m] = np.nan
 
 
 @njit
