@@ -136,6 +136,8 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
                 nt += 1
             else:
                 cands[nc] = m
+                # A candidate that holds no unit of anything places nothing.
+                valid[nc] = live.shape[0] > 0 and not fits[i]
                 nc += 1
         for i in range(nc):
             m = cands[i]
@@ -143,15 +145,11 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
                 cls[m] = _class_of(m, tab, slots, src, ghash)
         ncls = tab[9][0]
         alive[:nc] = True
-        valid[:nc] = False
         did[:nc] = False
         tk = tk_all[:, :K]
-        if live.shape[0] > 0:
-            none = _fits_any(free, cands[:nc], live, qty, cols, ncols)
-            for i in range(nc):
-                if not none[i]:
-                    valid[i] = True       # holds no unit of anything: places nothing
-                    tk[i] = 0
+        for i in range(nc):
+            if valid[i]:
+                tk[i] = 0
         # §4.3 existing nodes, in list order.
         nw = 0
         while left.sum() > 0 and alive[:nc].any():
