@@ -89,7 +89,7 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
     cur[:nn] = nodes
     nxt = np.empty(cap_nodes, dtype=nodes.dtype)
     # Class of each non-running slot (-1: running, or to look up again).
-    cls = np.full(total.shape[0], -1, dtype=np.int64)
+    cls = np.full(total.shape[0], -1, dtype=np.int32)   # IDX, as the Python packer's
     pend0 = 0
     for i in range(nn):
         if status[cur[i]] != _RUNNING:
@@ -113,10 +113,13 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
     alive = np.zeros(C_max, dtype=np.bool_)
     valid = np.zeros(C_max, dtype=np.bool_)
     did = np.zeros(C_max, dtype=np.bool_)
-    tk_all = np.zeros((C_max, K_max), dtype=np.int64)
+    tk_all = np.zeros(C_max * K_max, dtype=np.int64)     # a gang's (C, K) view is contiguous
     ks = (np.zeros(C_max, dtype=np.int64), np.zeros(C_max, dtype=np.int64),
           np.zeros(C_max, dtype=np.int64), np.zeros(C_max), np.zeros(C_max))
     avail = np.zeros(T, dtype=np.int64)
+    # (no classes among templates, template mode and batching on): read from an
+    # array so the template loop compiles for the Python caller's types, not literals.
+    opts = np.ones(2, dtype=np.int64)
     for g in range(G):
         runs = g_run[g_ptr[g]: g_ptr[g + 1]]
         left = g_cnt[g_ptr[g]: g_ptr[g + 1]].copy()
@@ -146,7 +149,7 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
         ncls = tab[9][0]
         alive[:nc] = True
         did[:nc] = False
-        tk = tk_all[:, :K]
+        tk = tk_all[: C_max * K].reshape((C_max, K))
         for i in range(nc):
             if valid[i]:
                 tk[i] = 0
@@ -185,9 +188,9 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
             room = -1 if max_num_nodes < 0 else max(0, max_num_nodes - nw)
             won = np.empty(left.sum(), dtype=np.int64)
             k, left, M1, _, _, _, tmpl = _run_loop(
-                cands, nc, alive, valid, tk, did, ks, cls, 1, 1, slots, src, marks, ghash,
-                implicit, exact, runs, left, rq, gpu_col, conserve_gpu, True, avail, room,
-                True, M, won)
+                cands, np.int64(nc), alive, valid, tk, did, ks, cls, opts[0], opts[0], slots,
+                src, marks, ghash, implicit, exact, runs, left, rq, gpu_col, conserve_gpu,
+                opts[1] > 0, avail, room, opts[1] > 0, M, won)
             from_tmpl[M - M0: M1 - M0] = tmpl
             M = M1
             nxt[nw: nw + k] = won[:k]
