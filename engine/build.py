@@ -16,7 +16,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from .dtypes import CNT, IDX, IMPLICIT_PREFIX, PRIVATE_PREFIX, QTY, GPU, Kind, Status
-from .problem import Problem, ProblemError
+from .problem import Problem, ProblemError, order_mask
 from . import ippr as _ippr
 from .build_nodes import encode_running
 from .ippr import IpprState
@@ -356,7 +356,7 @@ def build_problem(
         node_total[pend] = type_cap[t]
         node_order[pend] = type_order[t]
         node_free[pend] = type_cap[t]
-        node_present[pend] = _listed_cols(type_order[t], R)
+        node_present[pend] = order_mask(type_order[t], R)
         node_label[pend] = type_label[t]
     clamped = encode_running(
         nodes, kept, running, vocab, lvocab, values, private, PRIVATE_PREFIX,
@@ -469,14 +469,6 @@ def build_problem(
         clamped=clamped,
         skipped=tuple(skipped),
     )
-
-
-def _listed_cols(order: np.ndarray, R: int) -> np.ndarray:
-    """(n, R) bool: the columns each order row lists."""
-    out = np.zeros((order.shape[0], R), bool)
-    rows, j = np.nonzero(order >= 0)
-    out[rows, order[rows, j]] = True
-    return out
 
 
 class _Wheres:

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .dtypes import CNT, IDX, PRIVATE_PREFIX, QTY, Cause, Kind, Sched, Status
-from .problem import Problem
+from .problem import Problem, order_mask
 
 DEMAND, CONSTRAINT = 0, 1
 _SRC = ("free", "present", "placed_res", "placed_gpu", "placed_any", "hist", "nhist")
@@ -65,7 +65,7 @@ class Context:
         self.free[:N] = p.node_free
         self.present[:N] = p.node_free_present
         # The constraint source sees every node as empty: availability = totals.
-        tot_present = _order_mask(p.node_order, R)
+        tot_present = order_mask(p.node_order, R)
         self.cfree[:N] = np.where(tot_present, p.node_total, 0.0)
         self.cfree[:N][:, p.implicit] = np.where(tot_present[:, p.implicit],
                                                  self.cfree[:N][:, p.implicit], 1.0)
@@ -114,7 +114,6 @@ class Context:
             ns.source = s
             self._src[s] = ns
         return ns
-
 
     def strict_classes(self, sa, run: np.ndarray, compute) -> np.ndarray:
         """(M,) strict class id per slot for source ``sa`` (-1: alone), computing
@@ -196,7 +195,7 @@ class Context:
             getattr(self, name)[sl] = _FILL.get(name, 0)
         total = p.type_cap[t] if cap_row is None else cap_row[0]
         order = p.type_order[t] if cap_row is None else cap_row[1]
-        present = _order_mask(order[None], p.R)[0]
+        present = order_mask(order[None], p.R)[0]
         free = np.where(present, total, np.where(p.implicit, 1.0, 0.0))
         self.total[sl] = total
         self.order[sl] = order
@@ -232,12 +231,13 @@ class Context:
                sa.nhist)
         return slots, src, (self.rcls, self.crcls, self.lcls, self.clcls)
 
-    def finish_clones(self, M1: int, tmpl: np.ndarray, written: tuple) -> None:
+    def finish_clones(self, M1: int, tmpl: np.ndarray, source: int) -> None:
         """A kernel filled slots M..M1-1 as clones of ``tmpl`` (committed since) in
-        the ``written`` arrays: every other row is its template's, and each new
-        slot has changed (no class, no cached digest)."""
+        the ``kernel_views(source)`` arrays: every other row is its template's, and
+        each new slot has changed (no class, no cached digest)."""
         new = slice(self.M, M1)
-        done = {id(a) for a in written}
+        slots, src, marks = self.kernel_views(source)
+        done = {id(a) for a in slots + src + marks + (self.ghash,)}
         for name in self._arrays():
             a = getattr(self, name)
             if id(a) not in done:
@@ -318,11 +318,3 @@ class Context:
         self.sched[m] = Sched.TO_TERMINATE
         self.cause[m] = cause
         self.cause_value[m] = value
-
-
-def _order_mask(order: np.ndarray, R: int) -> np.ndarray:
-    """(n, R) bool: columns listed in each order row."""
-    mask = np.zeros((order.shape[0], R), bool)
-    rows, cols = np.nonzero(order >= 0)
-    mask[rows, order[rows, cols]] = True
-    return mask

@@ -11,6 +11,7 @@ import numpy as np
 from . import ippr
 from .context import Context
 from .dtypes import CNT, IDX, Status
+from .problem import order_mask
 from .kernels.fit import _fits_any
 from .kernels.loop import _run_loop
 from .kernels.pack import _commit
@@ -79,11 +80,7 @@ def _varying(a: np.ndarray) -> np.ndarray:
 
 
 def _listed(ctx: Context, slots: np.ndarray) -> np.ndarray:
-    tp = np.zeros((slots.size, ctx.p.R), bool)
-    o = ctx.order[slots]
-    rows = np.broadcast_to(np.arange(slots.size)[:, None], o.shape)
-    tp[rows[o >= 0], o[o >= 0]] = True
-    return tp
+    return order_mask(ctx.order[slots], ctx.p.R)
 
 
 def _running_classes(ctx: Context, run: np.ndarray, sa, base: int) -> np.ndarray:
@@ -308,7 +305,7 @@ class Packer:
             avail if templates else np.zeros(0, CNT), -1 if room is None else room,
             self.batching, c.M, won)
         if templates:
-            c.finish_clones(M1, tmpl, slots + src + marks + (c.ghash,))
+            c.finish_clones(M1, tmpl, self.source)
         self._add_chunk(*_placements(won[:nw], ev_ptr, ev_tau))
         return won[:nw].tolist(), left
 

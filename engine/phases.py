@@ -221,7 +221,7 @@ def _gangs_in_kernel(ctx: Context, rq: Requests, ptr, g_run, g_cnt, order: list)
         ctx.nodes, ctx.M, ptr, g_run, g_cnt, pristine, p.type_max, p.type_configured,
         p.max_num_nodes, slots, src, marks, ctx.ghash, p.implicit, p.exact, rq.kernel,
         p.gpu_col, p.conserve_gpu)
-    ctx.finish_clones(M1, tmpl, slots + src + marks + (ctx.ghash,))
+    ctx.finish_clones(M1, tmpl, DEMAND)
     ctx.nodes = nodes.astype(IDX)
     bad = np.zeros(p.G, bool)
     bad[np.asarray(order, np.int64)] = bad_sorted

@@ -18,6 +18,14 @@ if TYPE_CHECKING:
     from .requests import RequestTable
 
 
+def order_mask(order: np.ndarray, R: int) -> np.ndarray:
+    """(n, R) bool: the columns each order row lists (its entries >= 0)."""
+    mask = np.zeros((order.shape[0], R), bool)
+    rows, cols = np.nonzero(order >= 0)
+    mask[rows, order[rows, cols]] = True
+    return mask
+
+
 class ProblemError(ValueError):
     """Bad input, named by the field that is wrong (e.g. ``nodes[3].available['CPU']``)."""
 
