@@ -98,12 +98,7 @@ def _gang(rng, type_res, g: int, hosted: dict) -> GangResourceRequest:
     use_sel = rng.random() < 0.2
     for _ in range(nb):
         bundle = dict(base) if same else _shape(rng, type_res)
-        pcs = []
-        if strategy == "STRICT_PACK":
-            pcs = [PlacementConstraint(affinity=AffinityConstraint(label_name=label, label_value=""))]
-        elif strategy == "STRICT_SPREAD":
-            pcs = [PlacementConstraint(anti_affinity=AntiAffinityConstraint(label_name=label,
-                                                                            label_value=""))]
+        pcs = pg_constraints(strategy, label)
         gang.requests.append(ResourceRequest(resources_bundle=bundle, placement_constraints=pcs))
         rr = ResourceRequest(resources_bundle=bundle, placement_constraints=pcs)
         if use_sel:
@@ -183,6 +178,17 @@ def _ippr(rng, configs, insts):
     if not groups:
         return None, {}
     return IPPRSpecs(groups=groups), statuses
+
+
+def pg_constraints(strategy: str, label: str) -> list:
+    """The placement constraint the GCS puts on each bundle of a group: an
+    affinity (STRICT_PACK) or anti-affinity (STRICT_SPREAD) on its _PG_ label."""
+    if strategy == "STRICT_PACK":
+        return [PlacementConstraint(affinity=AffinityConstraint(label_name=label, label_value=""))]
+    if strategy == "STRICT_SPREAD":
+        return [PlacementConstraint(anti_affinity=AntiAffinityConstraint(label_name=label,
+                                                                         label_value=""))]
+    return []
 
 
 def make_request(seed: int, *, max_nodes: int = 30, full: bool = True,

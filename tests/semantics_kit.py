@@ -28,6 +28,7 @@ from ray.core.generated.instance_manager_pb2 import Instance, NodeKind  # noqa: 
 from adapters.ray import EngineScheduler  # noqa: E402
 
 from .compare import diff  # noqa: E402
+from .raygen import pg_constraints  # noqa: E402
 from .rayfixed import schedule_fixed  # noqa: E402
 
 GIB = float(2 ** 30)
@@ -91,12 +92,7 @@ def gang(pg: str, strategy: str, bundles) -> GangResourceRequest:
     written to the legacy ``requests`` and to ``bundle_selectors[0]``, with the
     strategy's `_PG_<hex>` constraint on every bundle."""
     label = pg_label(pg)
-    pcs = []
-    if strategy == "STRICT_PACK":
-        pcs = [PlacementConstraint(affinity=AffinityConstraint(label_name=label, label_value=""))]
-    elif strategy == "STRICT_SPREAD":
-        pcs = [PlacementConstraint(anti_affinity=AntiAffinityConstraint(label_name=label,
-                                                                        label_value=""))]
+    pcs = pg_constraints(strategy, label)
     g = GangResourceRequest(details=f"{pg}:{strategy}:PENDING")
     sel = BundleSelector()
     for b in bundles:
