@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_leaf
 
 
-@njit
+@njit_leaf
 def _col_count(a, v, exact, limit):
     """Units of size v (> 0) that fit in a, at most limit."""
     if exact:
@@ -33,7 +33,7 @@ def _col_count(a, v, exact, limit):
     return k
 
 
-@njit
+@njit_leaf
 def _fit_count(free, present, implicit, exact, qty, cols, ncols, limit):
     """Units of one run that fit on one node.
 
@@ -52,7 +52,7 @@ def _fit_count(free, present, implicit, exact, qty, cols, ncols, limit):
     return k
 
 
-@njit
+@njit_leaf
 def _take(free, present, exact, qty, cols, ncols, k):
     """Subtract k units of one run from a node's free row, in place."""
     if k <= 0:

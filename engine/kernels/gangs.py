@@ -19,10 +19,11 @@ classes are found by digest and confirmed by comparing the whole key.
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_leaf
 from .fit import _fits_any
 from .loop import _run_loop
 from .nodeclass import _class_of, _class_table
+from .pick import _pick_scratch
 from .slots import _mark, _pick_loop, _win
 
 _RUNNING = 5      # Status.RAY_RUNNING
@@ -37,25 +38,32 @@ def _journal(n, R, H, L, hist_dtype, label_dtype):
             np.empty(n, dtype=np.int64), np.empty((n, L), dtype=label_dtype))
 
 
-@njit
+@njit_leaf
 def _save(j, m, keep, src, label):
     free, present, placed_res, placed_gpu, placed_any, hist, nhist = src
     keep[0][j] = m
-    keep[1][j], keep[2][j], keep[3][j] = free[m], present[m], placed_res[m]
-    keep[4][j], keep[5][j], keep[6][j], keep[7][j] = (placed_gpu[m], placed_any[m], hist[m],
-                                                      nhist[m])
-    keep[8][j] = label[m]
+    for r in range(free.shape[1]):
+        keep[1][j, r], keep[2][j, r], keep[3][j, r] = free[m, r], present[m, r], placed_res[m, r]
+    for h in range(hist.shape[1]):
+        keep[6][j, h] = hist[m, h]
+    for c in range(label.shape[1]):
+        keep[8][j, c] = label[m, c]
+    keep[4][j], keep[5][j], keep[7][j] = placed_gpu[m], placed_any[m], nhist[m]
 
 
-@njit
+@njit_leaf
 def _restore(n, keep, src, label):
     free, present, placed_res, placed_gpu, placed_any, hist, nhist = src
     for j in range(n):
         m = keep[0][j]
-        free[m], present[m], placed_res[m] = keep[1][j], keep[2][j], keep[3][j]
-        placed_gpu[m], placed_any[m], hist[m], nhist[m] = (keep[4][j], keep[5][j], keep[6][j],
-                                                          keep[7][j])
-        label[m] = keep[8][j]
+        for r in range(free.shape[1]):
+            free[m, r], present[m, r], placed_res[m, r] = keep[1][j, r], keep[2][j, r], \
+                keep[3][j, r]
+        for h in range(hist.shape[1]):
+            hist[m, h] = keep[6][j, h]
+        for c in range(label.shape[1]):
+            label[m, c] = keep[8][j, c]
+        placed_gpu[m], placed_any[m], nhist[m] = keep[4][j], keep[5][j], keep[7][j]
 
 
 @njit
@@ -95,7 +103,8 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
         if status[cur[i]] != _RUNNING:
             pend0 += 1
     # A class is founded at most once per slot seen, per commit and per undo.
-    tab = _class_table(pend0 + 2 * units + 1, R, L, label.dtype)
+    n_tab = pend0 + 2 * units + 1
+    tab = _class_table(n_tab, R, L, label.dtype)
     from_tmpl = np.full(total.shape[0] - M0, -1, dtype=np.int64)
     # Nodes of each type in the list (only launches change it).
     have = np.zeros(T, dtype=np.int64)
@@ -108,6 +117,8 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
         g_max = max(g_max, g_cnt[g_ptr[g]: g_ptr[g + 1]].sum())
     C_max = cap_nodes + T + g_max
     keep = _journal(g_max, R, H, L, src[5].dtype, label.dtype)
+    scr = _pick_scratch(n_tab, R, K_max, H, src[5].dtype, label.dtype)
+    changed = np.empty(K_max, dtype=np.int64)
     cands = np.empty(C_max, dtype=nodes.dtype)
     tail = np.empty(cap_nodes, dtype=nodes.dtype)
     alive = np.zeros(C_max, dtype=np.bool_)
@@ -125,6 +136,7 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
         left = g_cnt[g_ptr[g]: g_ptr[g + 1]].copy()
         K = runs.shape[0]
         scratch = np.zeros(K, dtype=np.int64)
+        chg = changed[:K]
         Mg = M
         nkeep = 0               # journal entries: existing slots committed by this gang
         # §4.2 pre-filter: running nodes that hold no unit of any live shape wait at the end.
@@ -157,7 +169,7 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
         nw = 0
         while left.sum() > 0 and alive[:nc].any():
             i = _pick_loop(cands, nc, alive, valid, tk, did, ks, cls, ncls, slots, src,
-                           implicit, exact, runs, left, rq, gpu_col, conserve_gpu)
+                           implicit, exact, runs, left, rq, gpu_col, conserve_gpu, scr)
             if i < 0:
                 break
             m = cands[i]
@@ -165,8 +177,8 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
             nkeep += 1
             _mark(m, marks, ghash)
             cls[m] = -1
-            left = _win(m, i, alive, valid, tk, nc, src, slots, implicit, exact, runs, left,
-                        rq, scratch)
+            _win(m, i, alive, valid, tk, nc, src, slots, implicit, exact, runs, left, rq,
+                 scratch, chg)
             nxt[nw] = m
             nw += 1
         for i in range(nc):

@@ -5,12 +5,12 @@ its selector arrays are read: rq[5] sel_lo, rq[6] sel_hi (row q's selectors are
 sel_lo[q]..sel_hi[q]), rq[7] sel_con_ptr, rq[8] con_key, rq[9] con_op,
 rq[10] con_val_ptr, rq[11] con_vals.
 """
-from ._jit import njit
+from ._jit import njit, njit_leaf
 
 IN = 1
 
 
-@njit
+@njit_leaf
 def _first_selector(label, q, rq):
     """Index (within request q's list) of the first selector the node's labels
     satisfy, -1 if none. label (L,) value id per key, -1 absent."""
@@ -34,7 +34,7 @@ def _first_selector(label, q, rq):
     return -1
 
 
-@njit
+@njit_leaf
 def _label_score(label, hist, nh, rq):
     """For the first placed request (in placement order) with a satisfied
     selector: its number of selectors minus that selector's index; else 0.

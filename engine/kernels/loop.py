@@ -15,13 +15,13 @@ Array groups are those of kernels/gangs.py. Outputs: the winners in order
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_leaf
 from .pack import _better, _commit
-from .pick import _invalidate
+from .pick import _invalidate, _pick_scratch
 from .slots import _clone, _mark, _pick_loop
 
 
-@njit
+@njit_leaf
 def _twins(i, cands, n, alive, cls, strict_from, out):
     """Positions after i of alive candidates in i's strict class; returns how many."""
     c = cls[cands[i]]
@@ -35,7 +35,7 @@ def _twins(i, cands, n, alive, cls, strict_from, out):
     return k
 
 
-@njit
+@njit_leaf
 def _all_below(i, n, alive, valid, did, ks, cands, slots):
     """Whether every other alive candidate that places something has a pick key
     strictly below candidate i's (a tie would go to the earlier one)."""
@@ -52,7 +52,7 @@ def _all_below(i, n, alive, valid, did, ks, cands, slots):
     return True
 
 
-@njit
+@njit_leaf
 def _batch(i, n, alive, valid, did, tk, ks, cands, slots, left, limit):
     """How many times in a row candidate i's pick repeats exactly (Packer._batch)."""
     K = left.shape[0]
@@ -121,11 +121,12 @@ def _run_loop(cands, n, alive, valid, tk, did, ks, cls, ncls, strict_from, slots
     tw = np.empty(max(n, 1), dtype=np.int64)
     from_tmpl = np.empty(won.shape[0], dtype=np.int64)
     cap = cands.shape[0]
+    scr = _pick_scratch(ncls, free.shape[1], K, hist.shape[1], hist.dtype, label.dtype)
     while left.sum() > 0 and alive[:n].any():
         if room >= 0 and nw >= room:
             break
         i = _pick_loop(cands, n, alive, valid, tk, did, ks, cls, ncls, slots, src,
-                       implicit, exact, runs, left, rq, gpu_col, conserve_gpu)
+                       implicit, exact, runs, left, rq, gpu_col, conserve_gpu, scr)
         if i < 0:
             break
         m = cands[i]

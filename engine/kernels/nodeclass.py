@@ -10,7 +10,7 @@ import numpy as np
 from numba import types
 from numba.typed import Dict
 
-from ._jit import njit
+from ._jit import njit, njit_leaf
 
 
 @njit
@@ -22,7 +22,7 @@ def _listed(order_row, R):
     return out
 
 
-@njit
+@njit_leaf
 def _loose_hash(m, slots, src, lm):
     """A digest of slot m's loose key: equal keys give equal digests (a float
     chain over the columns, an integer sum over the labels, which is wide)."""

@@ -7,12 +7,12 @@ The pick itself is kernels/pick.py.
 sel_con_ptr, con_key, con_op, con_val_ptr, con_vals, has_sel (Q,)).
 """
 
-from ._jit import njit
+from ._jit import njit, njit_leaf
 from .fit import _fit_count, _take
 from .labels import _first_selector
 
 
-@njit
+@njit_leaf
 def _walk(free, present, res, label, hist, nh, implicit, exact, run_req, run_left, rq, taken):
     """Place runs in order on one node's rows (free, present, res, label, hist
     are modified). Returns (units placed, whether a placed request names GPU,
@@ -54,7 +54,7 @@ def _walk(free, present, res, label, hist, nh, implicit, exact, run_req, run_lef
     return placed, gpu, nh
 
 
-@njit
+@njit_leaf
 def _better(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7):
     """Whether key a is strictly greater than key b, lexicographically."""
     if a0 != b0:
@@ -74,7 +74,7 @@ def _better(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7):
     return a7 > b7
 
 
-@njit
+@njit_leaf
 def _commit(m, free, present, placed_res, placed_gpu, placed_any, label, hist, nhist,
             implicit, exact, run_req, run_left, rq, taken):
     """Walk the winner's real rows (slot m) in place; same result as its trial."""

@@ -13,10 +13,19 @@ capped by its own room, not by the demand).
 """
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_leaf
 from .labels import _label_score
 from .pack import _better, _walk
 from .score import _score
+
+
+@njit
+def _pick_scratch(ncls, R, K, H, hist_dtype, label_dtype):
+    """Scratch rows of a pick (seen classes, free, present, resources, history,
+    saved labels); ``ncls``: room for that many classes."""
+    return (np.zeros(max(ncls, 1), dtype=np.bool_), np.empty(R), np.empty(R, dtype=np.bool_),
+            np.empty(R, dtype=np.bool_), np.empty(H, dtype=hist_dtype),
+            np.empty(max(K, 1), dtype=label_dtype))
 
 
 @njit
@@ -31,15 +40,26 @@ def _refresh_pick(cands, alive, valid, cls, ncls, total, order, free, present, p
     k0..k4 (C,) cached score tuple. Non-running twins (cls >= 0) are
     represented by their first alive member, as Ray's NodeStateCache does.
     """
+    scr = _pick_scratch(ncls, free.shape[1], run_req.shape[0], hist.shape[1], hist.dtype,
+                        label.dtype)
+    return _pick_core(cands, alive, valid, cls, ncls, total, order, free, present, placed_res,
+                      placed_gpu, label, hist, nhist, rec, prio, avail, implicit, exact,
+                      run_req, run_left, rq, gpu_col, conserve_gpu, tk, did, k0, k1, k2, k3,
+                      k4, scr[0], scr[1], scr[2], scr[3], scr[4], scr[5])
+
+
+@njit_leaf
+def _pick_core(cands, alive, valid, cls, ncls, total, order, free, present, placed_res,
+               placed_gpu, label, hist, nhist, rec, prio, avail, implicit, exact,
+               run_req, run_left, rq, gpu_col, conserve_gpu, tk, did, k0, k1, k2, k3, k4,
+               seen, f, p, res, hst, was):
+    """_refresh_pick on caller-owned scratch (``_pick_scratch``, seen with room
+    for ncls classes), allocating nothing."""
     R = free.shape[1]
     K = run_req.shape[0]
     anti = rq[4]
-    seen = np.zeros(max(ncls, 1), dtype=np.bool_)
-    f = np.empty(R)
-    p = np.empty(R, dtype=np.bool_)
-    res = np.empty(R, dtype=np.bool_)
-    hst = np.empty(hist.shape[1], dtype=hist.dtype)
-    was = np.empty(K, dtype=label.dtype)
+    for c in range(ncls):
+        seen[c] = False
     best = -1
     for i in range(cands.shape[0]):
         if not alive[i]:
@@ -51,11 +71,13 @@ def _refresh_pick(cands, alive, valid, cls, ncls, total, order, free, present, p
                 continue
             seen[c] = True
         if not valid[i]:
-            f[:] = free[m]
-            p[:] = present[m]
-            res[:] = placed_res[m]
+            for r in range(R):
+                f[r] = free[m, r]
+                p[r] = present[m, r]
+                res[r] = placed_res[m, r]
             nh0 = nhist[m]
-            hst[:nh0] = hist[m, :nh0]       # the walk only appends after these
+            for j in range(nh0):            # the walk only appends after these
+                hst[j] = hist[m, j]
             # The walk writes labels only at anti-affinity keys: it runs on the
             # node's own label row, and those entries are put back afterwards.
             lab = label[m]
@@ -89,7 +111,7 @@ def _refresh_pick(cands, alive, valid, cls, ncls, total, order, free, present, p
     return best
 
 
-@njit
+@njit_leaf
 def _invalidate(valid, tk, changed, old_left, new_left):
     """Mark stale the cached walks that the lower counts of ``changed`` runs alter."""
     for i in range(valid.shape[0]):

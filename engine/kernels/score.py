@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_leaf
 
 
-@njit
+@njit_leaf
 def _util_terms(total, order, free, present):
     """(min, mean) of total * u**3 over the node's resources in dict order.
 
@@ -46,7 +46,7 @@ def _util_terms(total, order, free, present):
     return lo, s / n
 
 
-@njit
+@njit_leaf
 def _score(total, order, free, present, placed_res, placed_gpu, gpu_col, conserve_gpu):
     """(gpu_ok, matching resource types, min util term, mean util term) of one node.
 
