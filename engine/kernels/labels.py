@@ -5,7 +5,7 @@ its selector arrays are read: rq[5] sel_lo, rq[6] sel_hi (row q's selectors are
 sel_lo[q]..sel_hi[q]), rq[7] sel_con_ptr, rq[8] con_key, rq[9] con_op,
 rq[10] con_val_ptr, rq[11] con_vals.
 """
-from ._jit import njit, njit_leaf
+from ._jit import njit_leaf
 
 IN = 1
 

@@ -7,7 +7,7 @@ The pick itself is kernels/pick.py.
 sel_con_ptr, con_key, con_op, con_val_ptr, con_vals, has_sel (Q,)).
 """
 
-from ._jit import njit, njit_leaf
+from ._jit import njit_leaf
 from .fit import _fit_count, _take
 from .labels import _first_selector
 

@@ -8,7 +8,7 @@ Array groups, as tuples:
 """
 import numpy as np
 
-from ._jit import njit, njit_leaf
+from ._jit import njit_leaf
 from .pack import _commit
 from .pick import _invalidate, _pick_core
 
