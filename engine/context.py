@@ -93,8 +93,8 @@ class Context:
         # One pristine new node per configured type: the template every launch of
         # that type is cloned from (an IPPR group's sized at its max, §4.4).
         self.pristine = {}
-        for t in np.flatnonzero(p.type_configured).tolist():
-            m = int(self.new_slots(t, 1, Sched.TO_LAUNCH)[0])
+        configured = np.flatnonzero(p.type_configured)
+        for t, m in zip(configured.tolist(), self.new_slots(configured).tolist()):
             gmax = p.type_ippr_max[t]
             if not np.isnan(gmax[0]):
                 from . import ippr
@@ -183,30 +183,34 @@ class Context:
         self._src = [None, None]
         self._narrow = [None, None]
 
-    def new_slots(self, t: int, k: int, sched: int = Sched.TO_LAUNCH,
+    def new_slots(self, t, k: int = 1, sched: int = Sched.TO_LAUNCH,
                   cap_row=None) -> np.ndarray:
-        """k fresh nodes of configured type t, built from its config (kind WORKER).
+        """k fresh nodes of configured type t, built from its config (kind WORKER);
+        t may be an array of types (one node of each, k ignored).
         ``cap_row``: totals to use instead of the config's (IPPR-raised templates)."""
         p = self.p
+        ts = np.asarray(t, np.int64)
+        ts = np.repeat(ts, k) if ts.ndim == 0 else ts
+        k = ts.size
         m0 = self.M
         self._grow(m0 + k)
         sl = slice(m0, m0 + k)
         for name in self._arrays():
             getattr(self, name)[sl] = _FILL.get(name, 0)
-        total = p.type_cap[t] if cap_row is None else cap_row[0]
-        order = p.type_order[t] if cap_row is None else cap_row[1]
-        present = order_mask(order[None], p.R)[0]
+        total = p.type_cap[ts] if cap_row is None else np.broadcast_to(cap_row[0], (k, p.R))
+        order = p.type_order[ts] if cap_row is None else np.broadcast_to(cap_row[1], (k, p.R))
+        present = order_mask(order, p.R)
         free = np.where(present, total, np.where(p.implicit, 1.0, 0.0))
         self.total[sl] = total
         self.order[sl] = order
         for pre in _PREFIX:
             getattr(self, pre + "free")[sl] = free
             getattr(self, pre + "present")[sl] = present
-        self.label[sl] = p.type_label[t]
-        self.type[sl] = t
-        self.prio[sl] = p.type_priority[t]
-        self.rec[sl] = p.type_recoverable[t]
-        self.avail[sl] = p.type_availability[t]
+        self.label[sl] = p.type_label[ts]
+        self.type[sl] = ts
+        self.prio[sl] = p.type_priority[ts]
+        self.rec[sl] = p.type_recoverable[ts]
+        self.avail[sl] = p.type_availability[ts]
         self.sched[sl] = sched
         self.M = m0 + k
         return np.arange(m0, m0 + k, dtype=IDX)
