@@ -20,7 +20,7 @@ classes are found by digest and confirmed by comparing the whole key.
 import numpy as np
 
 from ._jit import njit, njit_leaf
-from .fit import _fits_any
+from .fitindex import _fit_index, _holders, _holds
 from .loop import _run_loop
 from .nodeclass import _class_of, _class_table
 from .pick import _pick_scratch
@@ -36,6 +36,15 @@ def _journal(n, R, H, L, hist_dtype, label_dtype):
             np.empty((n, R), dtype=np.bool_), np.empty(n, dtype=np.bool_),
             np.empty(n, dtype=np.bool_), np.empty((n, H), dtype=hist_dtype),
             np.empty(n, dtype=np.int64), np.empty((n, L), dtype=label_dtype))
+
+
+@njit_leaf
+def _fits_rows(free, m, rows, qty, cols, ncols):
+    """Whether slot m's free row holds one unit of any request row in ``rows``."""
+    for q in rows:
+        if _holds(free, m, q, qty, cols, ncols):
+            return True
+    return False
 
 
 @njit_leaf
@@ -67,16 +76,22 @@ def _restore(n, keep, src, label):
 
 
 @njit
-def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configured,
-                max_num_nodes, slots, src, marks, ghash, implicit, exact, rq, gpu_col,
-                conserve_gpu):
+def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, type_max,
+                type_configured, max_num_nodes, slots, src, marks, ghash, implicit, exact, rq,
+                gpu_col, conserve_gpu):
     """Schedule gangs 0..G-1 (already in Ray's order) one after another.
 
     nodes: the node list (slot ids); M: slots in use (clones go at M, M+1, ...
     and the arrays must have room for every unit of every gang); g_ptr/g_run/
-    g_cnt: each gang's runs (request row, units) in Ray's order; pristine (T,)
-    the template slot of each configured type (-1 otherwise).
+    g_cnt: each gang's runs (request row, units) in Ray's order; g_shape: each
+    run's resource shape, shape_row (S,) a request row of each shape; pristine
+    (T,) the template slot of each configured type (-1 otherwise).
     Returns (infeasible (G,), new node list, new M, template of each new slot).
+
+    Ray's node list is kept as an order key per slot: a gang moves its
+    candidates (winners first, in pick order) in front of every other node and
+    launches go at the end, so new keys are taken below the smallest and above
+    the largest, and the nodes a gang does not visit keep theirs.
     """
     total, label, typ, status = slots[0], slots[2], slots[3], slots[4]
     free = src[0]
@@ -91,25 +106,37 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
     units = 0
     for g in range(G):
         units += g_cnt[g_ptr[g]: g_ptr[g + 1]].sum()
-    cap_nodes = nodes.shape[0] + units
-    cur = np.empty(cap_nodes, dtype=nodes.dtype)
     nn = nodes.shape[0]
-    cur[:nn] = nodes
-    nxt = np.empty(cap_nodes, dtype=nodes.dtype)
+    cap_nodes = nn + units
+    key = np.zeros(total.shape[0], dtype=np.int64)
+    lst = np.empty(cap_nodes, dtype=np.int64)          # the list's slots, in no order
+    pend = np.empty(cap_nodes, dtype=np.int64)         # its non-running slots, in order
+    npend = 0
+    nrun = 0
+    running = np.empty(nn, dtype=np.int64)
+    for i in range(nn):
+        m = nodes[i]
+        key[m] = i
+        lst[i] = m
+        if status[m] != _RUNNING:
+            pend[npend] = m
+            npend += 1
+        else:
+            running[nrun] = m
+            nrun += 1
+    front, back = np.int64(0), np.int64(nn)
+    ix = _fit_index(shape_row, running[:nrun], free, qty, cols, ncols)
+    mark = np.full(total.shape[0], -1, dtype=np.int64)
     # Class of each non-running slot (-1: running, or to look up again).
     cls = np.full(total.shape[0], -1, dtype=np.int32)   # IDX, as the Python packer's
-    pend0 = 0
-    for i in range(nn):
-        if status[cur[i]] != _RUNNING:
-            pend0 += 1
     # A class is founded at most once per slot seen, per commit and per undo.
-    n_tab = pend0 + 2 * units + 1
+    n_tab = npend + 2 * units + 1
     tab = _class_table(n_tab, R, L, label.dtype)
     from_tmpl = np.full(total.shape[0] - M0, -1, dtype=np.int64)
     # Nodes of each type in the list (only launches change it).
     have = np.zeros(T, dtype=np.int64)
     for i in range(nn):
-        have[typ[cur[i]]] += 1
+        have[typ[nodes[i]]] += 1
     # Scratch for the largest gang, reused by every gang.
     K_max, g_max = 1, 1
     for g in range(G):
@@ -119,8 +146,9 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
     keep = _journal(g_max, R, H, L, src[5].dtype, label.dtype)
     scr = _pick_scratch(n_tab, R, K_max, H, src[5].dtype, label.dtype)
     changed = np.empty(K_max, dtype=np.int64)
-    cands = np.empty(C_max, dtype=nodes.dtype)
-    tail = np.empty(cap_nodes, dtype=nodes.dtype)
+    cands = np.empty(C_max, dtype=np.int64)
+    held = np.empty(max(nrun, 1), dtype=np.int64)
+    block = np.empty(C_max, dtype=np.int64)
     alive = np.zeros(C_max, dtype=np.bool_)
     valid = np.zeros(C_max, dtype=np.bool_)
     did = np.zeros(C_max, dtype=np.bool_)
@@ -134,6 +162,8 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
     for g in range(G):
         runs = g_run[g_ptr[g]: g_ptr[g + 1]]
         left = g_cnt[g_ptr[g]: g_ptr[g + 1]].copy()
+        if left.sum() == 0:
+            continue                    # nothing to place: the list stays as it is
         K = runs.shape[0]
         scratch = np.zeros(K, dtype=np.int64)
         chg = changed[:K]
@@ -141,19 +171,22 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
         nkeep = 0               # journal entries: existing slots committed by this gang
         # §4.2 pre-filter: running nodes that hold no unit of any live shape wait at the end.
         live = np.unique(runs[left > 0])
-        fits = _fits_any(free, cur[:nn], live, qty, cols, ncols)
-        nc = 0
-        nt = 0
-        for i in range(nn):
-            m = cur[i]
-            if status[m] == _RUNNING and not fits[i] and live.shape[0] > 0:
-                tail[nt] = m
-                nt += 1
+        nh = _holders(ix, np.unique(g_shape[g_ptr[g]: g_ptr[g + 1]][left > 0]), free, qty,
+                      cols, ncols, mark, g, held)
+        hs = held[:nh][np.argsort(key[held[:nh]])]
+        nc, a, b = 0, 0, 0             # merge the holders and the pending nodes by key
+        while a < nh or b < npend:
+            if b >= npend or (a < nh and key[hs[a]] < key[pend[b]]):
+                cands[nc] = hs[a]
+                valid[nc] = False
+                a += 1
             else:
+                m = pend[b]
                 cands[nc] = m
                 # A candidate that holds no unit of anything places nothing.
-                valid[nc] = live.shape[0] > 0 and not fits[i]
-                nc += 1
+                valid[nc] = not _fits_rows(free, m, live, qty, cols, ncols)
+                b += 1
+            nc += 1
         for i in range(nc):
             m = cands[i]
             if cls[m] < 0 and status[m] != _RUNNING:
@@ -179,34 +212,33 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
             cls[m] = -1
             _win(m, i, alive, valid, tk, nc, src, slots, implicit, exact, runs, left, rq,
                  scratch, chg)
-            nxt[nw] = m
+            block[nw] = m
             nw += 1
+        nb = nw
         for i in range(nc):
             if alive[i]:
-                nxt[nw] = cands[i]
-                nw += 1
-        nxt[nw: nw + nt] = tail[:nt]
-        nw += nt
+                block[nb] = cands[i]
+                nb += 1
         # §4.5 new nodes: one template per type with room, in config order.
+        k = 0
+        won = cands[:0]
         if left.sum() > 0:
-            nc = 0
+            nt = 0
             for t in range(T):
                 avail[t] = type_max[t] - have[t] if type_configured[t] else 0
                 if avail[t] > 0:
-                    cands[nc] = pristine[t]
-                    alive[nc] = True
-                    valid[nc] = False
-                    nc += 1
-            room = -1 if max_num_nodes < 0 else max(0, max_num_nodes - nw)
+                    cands[nt] = pristine[t]
+                    alive[nt] = True
+                    valid[nt] = False
+                    nt += 1
+            room = -1 if max_num_nodes < 0 else max(0, max_num_nodes - nn)
             won = np.empty(left.sum(), dtype=np.int64)
             k, left, M1, _, _, _, tmpl = _run_loop(
-                cands, np.int64(nc), alive, valid, tk, did, ks, cls, opts[0], opts[0], slots,
+                cands, np.int64(nt), alive, valid, tk, did, ks, cls, opts[0], opts[0], slots,
                 src, marks, ghash, implicit, exact, runs, left, rq, gpu_col, conserve_gpu,
                 opts[1] > 0, avail, room, opts[1] > 0, M, won)
             from_tmpl[M - M0: M1 - M0] = tmpl
             M = M1
-            nxt[nw: nw + k] = won[:k]
-            nw += k
         if left.sum() > 0:                 # all or nothing: put everything back
             bad[g] = True
             _restore(nkeep, keep, src, label)
@@ -215,8 +247,24 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, pristine, type_max, type_configur
                 cls[keep[0][j]] = -1
             M = Mg
             continue
+        # The visited nodes go in front (winners first), launches at the end.
+        front -= nb
+        npend = 0
+        for j in range(nb):
+            m = block[j]
+            key[m] = front + j
+            if status[m] != _RUNNING:
+                pend[npend] = m
+                npend += 1
+        for j in range(k):
+            m = won[j]
+            key[m] = back
+            back += 1
+            lst[nn] = m
+            nn += 1
+            pend[npend] = m
+            npend += 1
         for j in range(Mg, M):
             have[typ[j]] += 1
-        cur, nxt = nxt, cur
-        nn = nw
-    return bad, cur[:nn].copy(), M, from_tmpl[: M - M0].copy()
+    out = lst[:nn]
+    return bad, out[np.argsort(key[out])].astype(nodes.dtype), M, from_tmpl[: M - M0].copy()
