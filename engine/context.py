@@ -27,18 +27,32 @@ _FILL = {"order": -1, "label": -1, "hist": -1, "chist": -1, "status": Status.NON
          "kind": Kind.WORKER, "rec": 1.0, "avail": 1.0}
 
 
+def _reserve(p: Problem) -> int:
+    """Slots to allocate beyond the nodes: the templates, and one per possible
+    launch (each unit of demand, at most the room left under the types' caps),
+    at most N more (``_grow`` takes over past that). Sized once, so a tick does
+    not copy every array to grow by a few rows."""
+    have = np.bincount(p.node_type, minlength=p.T)[: p.T]
+    room = int(np.maximum(p.type_max - have, 0)[p.type_configured].sum())
+    units = int(p.shape_count.sum()) + len(p.gang_req) + len(p.con_req)
+    return max(16, p.T + 1 + min(units, room, p.N))
+
+
 class Context:
     def __init__(self, p: Problem):
         self.p = p
         self._src, self._narrow = [None, None], [None, None]   # views, made on first use
         N, R, L = p.N, p.R, len(p.label_keys)
         H = max(1, int((np.diff(p.req.sel_ptr) > 0).sum()))
-        cap = max(16, 2 * N)
+        cap = N + _reserve(p)
         self.M = N
         z = np.zeros
         self.total = z((cap, R), QTY); self.total[:N] = p.node_total
         self.order = np.full((cap, R), -1, IDX); self.order[:N] = p.node_order
-        self.label = np.full((cap, L), -1, IDX); self.label[:N] = p.node_label
+        # One column per label key (each placement group adds one): rows past N are
+        # written whole when a slot is made (new_slots, copy_slot, a kernel clone),
+        # so they are not filled here.
+        self.label = np.empty((cap, L), IDX); self.label[:N] = p.node_label
         self.type = z(cap, IDX); self.type[:N] = p.node_type
         self.status = np.full(cap, Status.NONE, np.int8); self.status[:N] = p.node_status
         self.kind = np.full(cap, Kind.WORKER, np.int8); self.kind[:N] = p.node_kind

@@ -192,15 +192,16 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, typ
             if cls[m] < 0 and status[m] != _RUNNING:
                 cls[m] = _class_of(m, tab, slots, src, ghash)
         ncls = tab[9][0]
-        alive[:nc] = True
-        did[:nc] = False
         tk = tk_all[: C_max * K].reshape((C_max, K))
         for i in range(nc):
+            alive[i] = True
+            did[i] = False
             if valid[i]:
-                tk[i] = 0
+                for j in range(K):
+                    tk[i, j] = 0
         # §4.3 existing nodes, in list order.
         nw = 0
-        while left.sum() > 0 and alive[:nc].any():
+        while left.sum() > 0 and nw < nc:
             i = _pick_loop(cands, nc, alive, valid, tk, did, ks, cls, ncls, slots, src,
                            implicit, exact, runs, left, rq, gpu_col, conserve_gpu, scr)
             if i < 0:
