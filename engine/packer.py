@@ -12,7 +12,7 @@ from . import ippr
 from .context import Context
 from .dtypes import CNT, IDX, Status
 from .problem import order_mask
-from .kernels.fit import _fits_any
+from .kernels.fit import _fits_any, _minimal_rows
 from .kernels.loop import _run_loop
 from .kernels.pack import _commit
 from .kernels.pick import _invalidate, _refresh_pick
@@ -369,7 +369,8 @@ class Packer:
         # §4.2 pre-filter: running nodes that cannot fit any shape wait at the end.
         nodes = c.nodes
         live_q = np.unique(runs[left > 0])
-        fits_any = _fits_any(sa.free, nodes, live_q.astype(IDX), rq.table.qty, rq.cols, rq.ncols)
+        fits_any = _fits_any(sa.free, nodes, _minimal_rows(rq.table.qty, live_q.astype(IDX)),
+                             rq.table.qty, rq.cols, rq.ncols)
         exhausted = (c.status[nodes] == Status.RAY_RUNNING) & ~fits_any & (len(live_q) > 0)
         cands = nodes[~exhausted]
         # §4.3 existing nodes first.
@@ -378,8 +379,7 @@ class Packer:
         if len(live_q):
             # A pending node that holds no unit of any shape places nothing: its walk
             # is known without walking (it stays in the list where it is).
-            none = ~_fits_any(sa.free, cands, live_q.astype(IDX), rq.table.qty, rq.cols,
-                              rq.ncols)
+            none = ~fits_any[~exhausted]
             picker.valid[: picker.n][none] = True
         target, left = self._loop(picker, runs, left)
         nodes_after = np.concatenate([np.asarray(target, IDX), picker.remaining(),

@@ -234,3 +234,28 @@ def test_row_ids_match_unique_rows():
         assert k == inv.max() + 1
         for i in range(n):                          # same partition of the rows
             assert ((ids == ids[i]) == (inv == inv[i])).all()
+
+
+def test_minimal_rows_keep_the_prefilter_answer():
+    """The pre-filter over the rows no other row is below gives the same answer as
+    over every row, and equal rows keep exactly one."""
+    from engine.kernels.fit import _fits_any, _minimal_rows
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        Q = int(rng.integers(1, 30))
+        qty = rng.integers(0, 4, (Q, R)).astype(float) * (rng.random((Q, R)) < 0.4)
+        qty[rng.integers(0, Q)] = qty[rng.integers(0, Q)]          # a duplicate row
+        cols = np.full((Q, R), -1, np.int32)
+        ncols = np.zeros(Q, np.int32)
+        for q in range(Q):
+            c = np.flatnonzero(qty[q] > 0)
+            cols[q, : c.size] = c
+            ncols[q] = c.size
+        rows = rng.permutation(Q).astype(np.int32)
+        free = rng.integers(0, 4, (40, R)).astype(float)
+        nodes = np.arange(40, dtype=np.int32)
+        mins = _minimal_rows(qty, rows)
+        assert len(mins) <= len(rows)
+        assert len({tuple(qty[q]) for q in mins}) == len(mins)
+        assert (_fits_any(free, nodes, mins, qty, cols, ncols) ==
+                _fits_any(free, nodes, rows, qty, cols, ncols)).all()

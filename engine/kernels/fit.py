@@ -89,3 +89,30 @@ def _fits_any(free, nodes, qs, qty, cols, ncols):
                 out[i] = True
                 break
     return out
+
+
+@njit
+def _minimal_rows(qty, rows):
+    """The rows of ``rows`` that no other row is at or below in every column (of
+    equal rows, the first): a free row holds one unit of some row in ``rows``
+    exactly when it holds one of these, since needing more of every resource
+    never fits where needing less does not. Cuts the pre-filter's work when many
+    shapes are live."""
+    n = rows.shape[0]
+    keep = np.ones(n, dtype=np.bool_)
+    for a in range(n):
+        for b in range(n):
+            if b == a or not keep[b]:
+                continue
+            below, same = True, True
+            for r in range(qty.shape[1]):
+                vb, va = qty[rows[b], r], qty[rows[a], r]
+                if vb > va:
+                    below = False
+                    break
+                if vb != va:
+                    same = False
+            if below and (not same or b < a):
+                keep[a] = False
+                break
+    return rows[keep]
