@@ -37,7 +37,9 @@ def gang_order(gang_key: np.ndarray) -> list[int]:
     """Gangs by (placement constraints over their legacy requests, number of
     those requests), descending and stable: STRICT_* groups and larger groups
     first, which is Ray's order (§3.7)."""
-    return sorted(range(gang_key.shape[0]), key=lambda g: tuple(gang_key[g]), reverse=True)
+    k = np.asarray(gang_key, np.int64).reshape(-1, 2)
+    # A stable ascending sort on the negated keys is the stable descending one.
+    return np.lexsort((-k[:, 1], -k[:, 0])).tolist()
 
 
 def victim_order(ctx: Context, slots: np.ndarray, util: np.ndarray) -> np.ndarray:

@@ -52,8 +52,8 @@ def _victims(ctx: Context, group: np.ndarray, k: int):
     (quirk Q13 fixed: Ray would pick them and the instance manager then rejects
     the whole tick); they are kept and listed after the head, in victim order."""
     util = np.zeros(ctx.M)
-    util[group] = _victim_util(ctx.total[group], ctx.order[group], ctx.free[group],
-                               ctx.present[group])
+    util[group] = _victim_util(ctx.total, ctx.order, ctx.free, ctx.present,
+                               np.asarray(group, np.int64))
     ordered = victim_order(ctx, group, util)
     keep = np.isin(ctx.status[ordered], Status.UNTERMINABLE)
     requested, others = ordered[keep], ordered[~keep]
@@ -199,6 +199,11 @@ def _gang_runs(rq: Requests, p, order: list):
     ptr, rows_out, cnts_out = [0], [], []
     for g in order:
         rows = rq.gang_requests(g)
+        if rows and rows.count(rows[0]) == len(rows):     # one request, n bundles: one run
+            rows_out.append(rows[0])
+            cnts_out.append(len(rows))
+            ptr.append(len(rows_out))
+            continue
         sig = tuple([rq.row_key(q) for q in rows])
         how = shared.get(sig)
         if how is None:
@@ -296,8 +301,8 @@ def idle_termination(ctx: Context) -> None:
     if not len(nodes):
         return
     util = np.zeros(ctx.M)
-    util[nodes] = _victim_util(ctx.total[nodes], ctx.order[nodes], ctx.free[nodes],
-                               ctx.present[nodes])
+    util[nodes] = _victim_util(ctx.total, ctx.order, ctx.free, ctx.present,
+                               nodes.astype(np.int64))
     order = victim_order(ctx, nodes, util)
     t = ctx.type[order]
     pending = np.isin(ctx.status[order], Status.PENDING_TERMINABLE)

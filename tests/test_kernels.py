@@ -97,8 +97,11 @@ def test_victim_util_matches_twin():
     rng = np.random.default_rng(4)
     rows = [_rand_node(rng, False) for _ in range(300)]
     total, order, free, present = (np.array([r[i] for r in rows]) for i in range(4))
-    assert _victim_util(total, order, free, present).tolist() == \
+    assert _victim_util(total, order, free, present, np.arange(len(rows))).tolist() == \
         twins.victim_util_ref(total, order, free, present)
+    some = rng.permutation(len(rows))[:100]            # a subset, in any order
+    assert _victim_util(total, order, free, present, some).tolist() == \
+        twins.victim_util_ref(total[some], order[some], free[some], present[some])
 
 
 def _rand_requests(rng, grid, S, L, V):

@@ -68,12 +68,13 @@ def _score(total, order, free, present, placed_res, placed_gpu, gpu_col, conserv
 
 
 @njit
-def _victim_util(total, order, free, present):
-    """(M,) mean of (total - free) / total over resources with total > 0, dict order;
-    a resource missing from the availability map counts as fully used."""
-    M = total.shape[0]
-    out = np.zeros(M)
-    for m in range(M):
+def _victim_util(total, order, free, present, slots):
+    """(len(slots),) mean of (total - free) / total over resources with total > 0,
+    dict order, of each slot; a resource missing from the availability map
+    counts as fully used."""
+    out = np.zeros(slots.shape[0])
+    for i in range(slots.shape[0]):
+        m = slots[i]
         n = 0
         s = 0.0
         for j in range(order.shape[1]):
@@ -87,5 +88,5 @@ def _victim_util(total, order, free, present):
             u = (v - a) / v
             s = u if n == 0 else s + u
             n += 1
-        out[m] = s / n if n else 0.0
+        out[i] = s / n if n else 0.0
     return out
