@@ -148,8 +148,7 @@ class Context:
         todo = slots[lc[slots] == -2]
         if todo.size:
             ids = self.loose_ids[sa.source]
-            rows = np.ascontiguousarray(keys(todo))
-            lc[todo] = [ids.setdefault(r.tobytes(), len(ids)) for r in rows]
+            lc[todo] = [ids.setdefault(k, len(ids)) for k in keys(todo)]
         return lc
 
     def mutable(self):

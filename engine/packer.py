@@ -49,14 +49,20 @@ def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int, int]:
     return cls, n, strict
 
 
-def _loose_keys(ctx: Context, pend: np.ndarray, sa) -> np.ndarray:
-    """Rows of Ray's NodeStateCache key (type, kind, totals, availability, labels)."""
+def _loose_keys(ctx: Context, pend: np.ndarray, sa) -> list:
+    """Ray's NodeStateCache key (type, kind, totals, availability, labels) of each
+    slot, as bytes: the fixed columns, then the (column, value) pairs of the labels
+    it has (one label column per placement group, nearly all absent)."""
     tp = _listed(ctx, pend)
     fp = sa.present[pend]
-    return np.hstack([
+    fixed = np.hstack([
         ctx.type[pend, None].astype(float), ctx.kind[pend, None].astype(float),
-        np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp,
-        ctx.label[pend].astype(float)]) + 0.0
+        np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp]) + 0.0
+    lab = ctx.label[pend]
+    r, c = np.nonzero(lab >= 0)
+    pairs = np.stack([c, lab[r, c]], axis=1).astype(np.int64)
+    at = np.searchsorted(r, np.arange(len(pend) + 1)).tolist()
+    return [row.tobytes() + pairs[at[i]: at[i + 1]].tobytes() for i, row in enumerate(fixed)]
 
 
 def _placements(won: np.ndarray, ev_ptr: np.ndarray, ev_tau: np.ndarray) -> tuple:
