@@ -71,8 +71,10 @@ class Requests:
         is the per-key sum and whose selectors are the first member's."""
         t = self.table
         rows = self._gang_req[self._gang_ptr[g]: self._gang_ptr[g + 1]]
-        out, groups = [], {}
         aff = self._aff
+        if rows and rows.count(rows[0]) == len(rows):     # n equal bundles (the usual gang)
+            return rows if aff[rows[0]][0] < 0 else [self._merge(rows)]
+        out, groups = [], {}
         for q in rows:
             a = aff[q]
             if a[0] < 0:
@@ -94,10 +96,18 @@ class Requests:
         if len(members) == 1:
             return members[0]
         acc: dict = {}            # column -> running sum, in the merged bundle's key order
-        for q in members:
-            row = t.qty[q].tolist()
-            for r in self._present_cols(q):
-                acc[r] = acc.get(r, 0.0) + row[r]
+        if members.count(members[0]) == len(members):
+            row = t.qty[members[0]].tolist()
+            for r in self._present_cols(members[0]):
+                a = 0.0
+                for _ in members:             # the same additions, one bundle at a time
+                    a += row[r]
+                acc[r] = a
+        else:
+            for q in members:
+                row = t.qty[q].tolist()
+                for r in self._present_cols(q):
+                    acc[r] = acc.get(r, 0.0) + row[r]
         qty = np.zeros(t.qty.shape[1])
         present = np.zeros(t.qty.shape[1], bool)
         cols = list(acc)
