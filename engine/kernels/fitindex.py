@@ -13,6 +13,7 @@ start, cnt (S,) how many are still listed).
 import numpy as np
 
 from ._jit import njit, njit_leaf
+from .fit import _minimal_rows
 
 
 @njit_leaf
@@ -29,6 +30,17 @@ def _holds(free, m, q, qty, cols, ncols):
 def _fit_index(rep, running, free, qty, cols, ncols):
     """The index of the running slots ``running`` for shapes ``rep``."""
     S = rep.shape[0]
+    # A node holding none of the minimal shapes holds none at all (fit.py).
+    mins = _minimal_rows(qty, rep)
+    some = np.empty(running.shape[0], dtype=np.int64)
+    n = 0
+    for m in running:
+        for q in mins:
+            if _holds(free, m, q, qty, cols, ncols):
+                some[n] = m
+                n += 1
+                break
+    running = some[:n]
     cnt = np.zeros(S, dtype=np.int64)
     for s in range(S):
         for m in running:

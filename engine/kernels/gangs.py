@@ -22,7 +22,7 @@ import numpy as np
 from ._jit import njit, njit_leaf
 from .fitindex import _fit_index, _holders, _holds
 from .loop import _run_loop
-from .nodeclass import _class_of, _class_table
+from .nodeclass import _class_of, _class_table, _room_for
 from .pick import _pick_scratch
 from .slots import _mark, _pick_loop, _win
 
@@ -130,8 +130,7 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, typ
     # Class of each non-running slot (-1: running, or to look up again).
     cls = np.full(total.shape[0], -1, dtype=np.int32)   # IDX, as the Python packer's
     # A class is founded at most once per slot seen, per commit and per undo.
-    n_tab = npend + 2 * units + 1
-    tab = _class_table(n_tab, R, L, label.dtype)
+    tab = _class_table(npend + 64, R, L, label.dtype)     # grows as classes are founded
     from_tmpl = np.full(total.shape[0] - M0, -1, dtype=np.int64)
     # Nodes of each type in the list (only launches change it).
     have = np.zeros(T, dtype=np.int64)
@@ -144,7 +143,7 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, typ
         g_max = max(g_max, g_cnt[g_ptr[g]: g_ptr[g + 1]].sum())
     C_max = cap_nodes + T + g_max
     keep = _journal(g_max, R, H, L, src[5].dtype, label.dtype)
-    scr = _pick_scratch(n_tab, R, K_max, H, src[5].dtype, label.dtype)
+    scr = _pick_scratch(tab[1].shape[0], R, K_max, H, src[5].dtype, label.dtype)
     changed = np.empty(K_max, dtype=np.int64)
     cands = np.empty(C_max, dtype=np.int64)
     held = np.empty(max(nrun, 1), dtype=np.int64)
@@ -187,6 +186,9 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, typ
                 valid[nc] = not _fits_rows(free, m, live, qty, cols, ncols)
                 b += 1
             nc += 1
+        tab = _room_for(tab, nc)          # at most one new class per candidate
+        if scr[0].shape[0] < tab[1].shape[0]:
+            scr = _pick_scratch(tab[1].shape[0], R, K_max, H, src[5].dtype, label.dtype)
         for i in range(nc):
             m = cands[i]
             if cls[m] < 0 and status[m] != _RUNNING:

@@ -52,6 +52,23 @@ def _class_table(n, R, L, label_dtype):
 
 
 @njit
+def _room_for(tab, k):
+    """The class table, grown (doubled) when it has no room for k more classes."""
+    n = tab[1].shape[0]
+    used = tab[9][0]
+    if used + k <= n:
+        return tab
+    new = _class_table(max(2 * n, used + k), tab[4].shape[1], tab[8].shape[1], tab[8].dtype)
+    for key, c in tab[0].items():
+        new[0][key] = c
+    new[1][:used], new[2][:used], new[3][:used] = tab[1][:used], tab[2][:used], tab[3][:used]
+    new[4][:used], new[5][:used], new[6][:used] = tab[4][:used], tab[5][:used], tab[6][:used]
+    new[7][:used], new[8][:used] = tab[7][:used], tab[8][:used]
+    new[9][0] = used
+    return new
+
+
+@njit
 def _same_key(c, m, tab, slots, src, lm):
     """Whether slot m's loose key equals class c's: type, kind, listed totals,
     availability and labels."""
