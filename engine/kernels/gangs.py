@@ -148,6 +148,8 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, typ
     cands = np.empty(C_max, dtype=np.int64)
     held = np.empty(max(nrun, 1), dtype=np.int64)
     block = np.empty(C_max, dtype=np.int64)
+    fc = np.empty(C_max, dtype=np.int64)
+    won_in = np.full(total.shape[0], -1, dtype=np.int64)   # the gang a slot last won in
     alive = np.zeros(C_max, dtype=np.bool_)
     valid = np.zeros(C_max, dtype=np.bool_)
     did = np.zeros(C_max, dtype=np.bool_)
@@ -173,53 +175,57 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, typ
         nh = _holders(ix, np.unique(g_shape[g_ptr[g]: g_ptr[g + 1]][left > 0]), free, qty,
                       cols, ncols, mark, g, held)
         hs = held[:nh][np.argsort(key[held[:nh]])]
-        nc, a, b = 0, 0, 0             # merge the holders and the pending nodes by key
+        # Merge the holders and the pending nodes by key: the gang's candidates, and
+        # apart the ones that hold a unit of something (the others place nothing,
+        # so they never win; a class's members all hold or all do not).
+        nc, nf, a, b = 0, 0, 0, 0
         while a < nh or b < npend:
             if b >= npend or (a < nh and key[hs[a]] < key[pend[b]]):
-                cands[nc] = hs[a]
-                valid[nc] = False
+                m = hs[a]
                 a += 1
+                fits = True
             else:
                 m = pend[b]
-                cands[nc] = m
-                # A candidate that holds no unit of anything places nothing.
-                valid[nc] = not _fits_rows(free, m, live, qty, cols, ncols)
                 b += 1
+                fits = _fits_rows(free, m, live, qty, cols, ncols)
+            cands[nc] = m
             nc += 1
-        tab = _room_for(tab, nc)          # at most one new class per candidate
+            if fits:
+                fc[nf] = m
+                nf += 1
+        tab = _room_for(tab, nf)          # at most one new class per candidate
         if scr[0].shape[0] < tab[1].shape[0]:
             scr = _pick_scratch(tab[1].shape[0], R, K_max, H, src[5].dtype, label.dtype)
-        for i in range(nc):
-            m = cands[i]
+        for i in range(nf):
+            m = fc[i]
             if cls[m] < 0 and status[m] != _RUNNING:
                 cls[m] = _class_of(m, tab, slots, src, ghash)
         ncls = tab[9][0]
         tk = tk_all[: C_max * K].reshape((C_max, K))
-        for i in range(nc):
+        for i in range(nf):
             alive[i] = True
             did[i] = False
-            if valid[i]:
-                for j in range(K):
-                    tk[i, j] = 0
+            valid[i] = False
         # §4.3 existing nodes, in list order.
         nw = 0
-        while left.sum() > 0 and nw < nc:
-            i = _pick_loop(cands, nc, alive, valid, tk, did, ks, cls, ncls, slots, src,
+        while left.sum() > 0 and nw < nf:
+            i = _pick_loop(fc, nf, alive, valid, tk, did, ks, cls, ncls, slots, src,
                            implicit, exact, runs, left, rq, gpu_col, conserve_gpu, scr)
             if i < 0:
                 break
-            m = cands[i]
+            m = fc[i]
             _save(nkeep, m, keep, src, label)
             nkeep += 1
             _mark(m, marks, ghash)
             cls[m] = -1
-            _win(m, i, alive, valid, tk, nc, src, slots, implicit, exact, runs, left, rq,
+            _win(m, i, alive, valid, tk, nf, src, slots, implicit, exact, runs, left, rq,
                  scratch, chg)
             block[nw] = m
+            won_in[m] = g
             nw += 1
         nb = nw
         for i in range(nc):
-            if alive[i]:
+            if won_in[cands[i]] != g:
                 block[nb] = cands[i]
                 nb += 1
         # §4.5 new nodes: one template per type with room, in config order.
