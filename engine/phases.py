@@ -138,15 +138,15 @@ def _run_positions(rq: Requests, p, rows: list) -> list:
     return [(first[q], n) for q, n in zip(q_runs.tolist(), n_runs.tolist())]
 
 
-def _why(ctx: Context, rq: Requests, q: int, n_nodes: int) -> int:
+def _why(ctx: Context, rq: Requests, qs: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Why each request row in ``qs`` kept units unplaced: no configured type
+    holds one unit, else the global node cap, else the per-type caps."""
     p = ctx.p
-    cols = np.flatnonzero(rq.table.qty[q] > 0)
-    fits = p.type_configured & np.all(p.type_free[:, cols] >= rq.table.qty[q, cols], axis=1)
-    if not fits.any():
-        return Why.NO_NODE_TYPE_FITS
-    if p.max_num_nodes >= 0 and n_nodes >= p.max_num_nodes:
-        return Why.MAX_NUM_NODES
-    return Why.MAX_WORKERS
+    need = rq.table.qty[qs][:, None, :]                        # (n, 1, R)
+    fits = p.type_configured[None, :] & np.all((need <= 0) | (p.type_free[None] >= need), axis=2)
+    capped = p.max_num_nodes >= 0 and n_nodes >= p.max_num_nodes
+    return np.where(~fits.any(axis=1), Why.NO_NODE_TYPE_FITS,
+                    Why.MAX_NUM_NODES if capped else Why.MAX_WORKERS).astype(np.int8)
 
 
 # ---- §3.6 the request_resources() constraint ------------------------------------------
@@ -246,10 +246,10 @@ def sched_requests(ctx: Context, rq: Requests):
     left_sorted = packer.run(runs, cnts)
     infeasible = np.zeros(p.S, CNT)
     why = np.zeros(p.S, np.int8)
-    for k, s in enumerate(perm):
-        if left_sorted[k] > 0:
-            infeasible[s] = left_sorted[k]
-            why[s] = _why(ctx, rq, s, packer.n_nodes)
+    perm_a = np.asarray(perm, np.int64)
+    short = perm_a[np.asarray(left_sorted) > 0]
+    infeasible[short] = np.asarray(left_sorted)[np.asarray(left_sorted) > 0]
+    why[short] = _why(ctx, rq, short, packer.n_nodes)
     slots, runs_k, units = packer.placement_arrays()
     runs_s = np.asarray(perm, np.int64)[runs_k] if len(perm) else runs_k
     return np.asarray(perm, IDX), infeasible, why, (slots, runs_s, units)
