@@ -14,6 +14,7 @@ from .dtypes import CNT, IDX, Status
 from .problem import order_mask
 from .kernels.fit import _fits_any, _minimal_rows
 from .kernels.loop import _run_loop
+from .kernels.labels import _labels_held
 from .kernels.pack import _commit
 from .kernels.pick import _invalidate, _refresh_pick
 from .kernels.rows import row_ids
@@ -58,10 +59,8 @@ def _loose_keys(ctx: Context, pend: np.ndarray, sa) -> list:
     fixed = np.hstack([
         ctx.type[pend, None].astype(float), ctx.kind[pend, None].astype(float),
         np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp]) + 0.0
-    lab = ctx.label[pend]
-    r, c = np.nonzero(lab >= 0)
-    pairs = np.stack([c, lab[r, c]], axis=1).astype(np.int64)
-    at = np.searchsorted(r, np.arange(len(pend) + 1)).tolist()
+    at, pairs = _labels_held(ctx.label, pend.astype(np.int64))
+    at = at.tolist()
     return [row.tobytes() + pairs[at[i]: at[i + 1]].tobytes() for i, row in enumerate(fixed)]
 
 

@@ -5,7 +5,9 @@ its selector arrays are read: rq[5] sel_lo, rq[6] sel_hi (row q's selectors are
 sel_lo[q]..sel_hi[q]), rq[7] sel_con_ptr, rq[8] con_key, rq[9] con_op,
 rq[10] con_val_ptr, rq[11] con_vals.
 """
-from ._jit import njit_leaf
+import numpy as np
+
+from ._jit import njit, njit_leaf
 
 IN = 1
 
@@ -46,3 +48,27 @@ def _label_score(label, hist, nh, rq):
         if i >= 0:
             return (sel_hi[q] - sel_lo[q]) - i
     return 0
+
+
+@njit
+def _labels_held(label, slots):
+    """The labels each slot has (entries >= 0), as (ptr (n + 1,), (column, value)
+    pairs (k, 2)): slot slots[i]'s are pairs[ptr[i]:ptr[i + 1]], by column."""
+    n = slots.shape[0]
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        c = 0
+        for j in range(label.shape[1]):
+            if label[slots[i], j] >= 0:
+                c += 1
+        ptr[i + 1] = ptr[i] + c
+    pairs = np.empty((ptr[n], 2), dtype=np.int64)
+    for i in range(n):
+        k = ptr[i]
+        for j in range(label.shape[1]):
+            v = label[slots[i], j]
+            if v >= 0:
+                pairs[k, 0] = j
+                pairs[k, 1] = v
+                k += 1
+    return ptr, pairs
