@@ -73,8 +73,7 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
                     check)
     # Private resources: the k-th of a node in its totals takes pseudo column k.
     t_priv = np.flatnonzero(tc < 0)
-    pcol: dict = {}                                  # (row, name) -> pseudo column
-    n_mine: dict = {}                                # row -> private resources so far
+    rl, names, rank = [], [], np.zeros(0, np.int64)
     if t_priv.size:
         rows_p = tr[t_priv]
         grp_start = np.r_[0, np.flatnonzero(np.diff(rows_p)) + 1]
@@ -83,8 +82,6 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
         tc[t_priv] = pseudo[rank]
         names = _pick(tk, t_priv)
         rl = rows_p.tolist()
-        pcol = dict(zip(zip(rl, names), tc[t_priv].tolist()))
-        n_mine = dict(zip(rl, (rank + 1).tolist()))  # last write per row = its count
         node_private = out["node_private"]
         pv = tvals[t_priv].tolist()
         for n, k, v, r in zip(rl, names, pv, rank.tolist()):   # mostly one each (node:<ip>)
@@ -94,15 +91,22 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
             node_private[rl[j]] += ((names[j], pv[j]),)
     a_priv = np.flatnonzero(ac < 0)
     if a_priv.size:                                   # private in the availability map
-        keys = list(zip(ar[a_priv].tolist(), _pick(ak, a_priv)))
-        got = list(map(pcol.get, keys))
-        for i, (key, c) in enumerate(zip(keys, got)) if None in got else ():
-            if c is None:                             # named only in the availability map
-                k = n_mine.get(key[0], 0)
-                c = pcol[key] = int(pseudo[k])
-                n_mine[key[0]] = k + 1
-                got[i] = c
-        ac[a_priv] = got
+        a_names = _pick(ak, a_priv)
+        if a_priv.size == t_priv.size and np.array_equal(ar[a_priv], tr[t_priv]) \
+                and a_names == names:
+            ac[a_priv] = tc[t_priv]       # the same names on the same nodes, in the same order
+        else:
+            pcol = dict(zip(zip(rl, names), tc[t_priv].tolist()))   # (row, name) -> column
+            n_mine = dict(zip(rl, (rank + 1).tolist()))  # row -> its private ones so far
+            keys = list(zip(ar[a_priv].tolist(), a_names))
+            got = list(map(pcol.get, keys))
+            for i, (key, c) in enumerate(zip(keys, got)) if None in got else ():
+                if c is None:                         # named only in the availability map
+                    k = n_mine.get(key[0], 0)
+                    c = pcol[key] = int(pseudo[k])
+                    n_mine[key[0]] = k + 1
+                    got[i] = c
+            ac[a_priv] = got
     labels = [ns.labels or {} for ns in specs]
     lens = np.fromiter(map(len, labels), np.int64, len(labels))
     if lens.any():

@@ -319,3 +319,24 @@ def test_many_violations_are_summarised(case):
     rows = [(1, 0, 1)] * 3 + [(0, 0, 0)] * 8 + [(4, 1, 1)]
     v = check_plan(problem, with_placements(plan, rows))
     assert "... and 3 more like the above" in v
+
+
+@pytest.mark.parametrize("avail_b_first", [False, True])
+def test_private_resources_keep_their_columns_in_any_availability_order(avail_b_first):
+    """A node's k-th private resource (named by it alone) takes pseudo column k,
+    whatever order its availability map lists them in; one named only in the
+    availability map takes the next column."""
+    from engine.dtypes import PRIVATE_PREFIX
+    types = [NodeTypeSpec("w", {"CPU": 4.0}, max_workers=5)]
+    a = {"node:a": 0.5, "node:b": 1.0}
+    avail = {"CPU": 2.0, **(dict(reversed(list(a.items()))) if avail_b_first else a)}
+    nodes = [NodeSpec("w", total={"CPU": 4.0, "node:a": 1.0, "node:b": 1.0}, available=avail,
+                      ray_node_id="x"),
+             NodeSpec("w", total={"CPU": 4.0, "node:c": 1.0},
+                      available={"CPU": 4.0, "node:c": 1.0, "node:d": 1.0}, ray_node_id="y")]
+    p = build_problem(types, nodes, [], idle_timeout_s=60.0)
+    col = {n: i for i, n in enumerate(p.resources)}
+    k0, k1 = col[f"{PRIVATE_PREFIX}0"], col[f"{PRIVATE_PREFIX}1"]
+    assert (p.node_free[0, k0], p.node_free[0, k1]) == (0.5, 1.0)      # node:a, node:b
+    assert (p.node_free[1, k0], p.node_free[1, k1]) == (1.0, 1.0)      # node:c, node:d
+    assert p.node_total[1, k1] == 0.0                                  # node:d: no total
