@@ -247,11 +247,12 @@ def sched_requests(ctx: Context, rq: Requests):
     infeasible = np.zeros(p.S, CNT)
     why = np.zeros(p.S, np.int8)
     perm_a = np.asarray(perm, np.int64)
-    short = perm_a[np.asarray(left_sorted) > 0]
-    infeasible[short] = np.asarray(left_sorted)[np.asarray(left_sorted) > 0]
-    why[short] = _why(ctx, rq, short, packer.n_nodes)
+    left_sorted = np.asarray(left_sorted)
+    short = left_sorted > 0
+    infeasible[perm_a[short]] = left_sorted[short]
+    why[perm_a[short]] = _why(ctx, rq, perm_a[short], packer.n_nodes)
     slots, runs_k, units = packer.placement_arrays()
-    runs_s = np.asarray(perm, np.int64)[runs_k] if len(perm) else runs_k
+    runs_s = perm_a[runs_k] if len(perm) else runs_k
     return np.asarray(perm, IDX), infeasible, why, (slots, runs_s, units)
 
 

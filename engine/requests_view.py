@@ -96,18 +96,11 @@ class Requests:
         if len(members) == 1:
             return members[0]
         acc: dict = {}            # column -> running sum, in the merged bundle's key order
-        if members.count(members[0]) == len(members):
-            row = t.qty[members[0]].tolist()
-            for r in self._present_cols(members[0]):
-                a = 0.0
-                for _ in members:             # the same additions, one bundle at a time
-                    a += row[r]
-                acc[r] = a
-        else:
-            for q in members:
-                row = t.qty[q].tolist()
-                for r in self._present_cols(q):
-                    acc[r] = acc.get(r, 0.0) + row[r]
+        row_of = {q: t.qty[q].tolist() for q in dict.fromkeys(members)}   # equal bundles share
+        for q in members:
+            row = row_of[q]
+            for r in self._present_cols(q):
+                acc[r] = acc.get(r, 0.0) + row[r]
         qty = np.zeros(t.qty.shape[1])
         present = np.zeros(t.qty.shape[1], bool)
         cols = list(acc)

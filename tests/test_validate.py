@@ -340,3 +340,20 @@ def test_private_resources_keep_their_columns_in_any_availability_order(avail_b_
     assert (p.node_free[0, k0], p.node_free[0, k1]) == (0.5, 1.0)      # node:a, node:b
     assert (p.node_free[1, k0], p.node_free[1, k1]) == (1.0, 1.0)      # node:c, node:d
     assert p.node_total[1, k1] == 0.0                                  # node:d: no total
+
+
+def test_private_resources_in_the_same_order_take_their_own_columns():
+    """Every node names its private resources in the same order in both maps (the
+    usual raylet case, copied column for column): each value lands on its own
+    node and pseudo column."""
+    from engine.dtypes import PRIVATE_PREFIX
+    types = [NodeTypeSpec("w", {"CPU": 4.0}, max_workers=5)]
+    nodes = [NodeSpec("w", total={"CPU": 4.0, "node:a": 1.0, "node:b": 1.0},
+                      available={"CPU": 2.0, "node:a": 0.5, "node:b": 0.75}, ray_node_id="x"),
+             NodeSpec("w", total={"CPU": 4.0, "node:c": 1.0},
+                      available={"CPU": 4.0, "node:c": 0.25}, ray_node_id="y")]
+    p = build_problem(types, nodes, [], idle_timeout_s=60.0)
+    col = {n: i for i, n in enumerate(p.resources)}
+    k0, k1 = col[f"{PRIVATE_PREFIX}0"], col[f"{PRIVATE_PREFIX}1"]
+    assert (p.node_free[0, k0], p.node_free[0, k1]) == (0.5, 0.75)
+    assert p.node_free[1, k0] == 0.25 and not p.node_free_present[1, k1]

@@ -54,19 +54,9 @@ class TickGangs:
         engine.schedule(self.problem)
 
 
-class TickLarge:
+class TickLarge(TickGangs):
     """The largest grid of the issue: 30,000 nodes and 1,000,000 pending units."""
     params = ([30000], [1000000], [10, 200], [0, 1000])
-    param_names = ["nodes", "units", "shapes", "gangs"]
-    timeout = _SETUP_TIMEOUT
-
-    def setup(self, nodes, units, shapes, gangs):
-        engine.warmup()
-        self.problem = common.cached_problem_v2(nodes=nodes, units=units, shapes=shapes,
-                                                scenario="saturated", seed=0, gangs=gangs)
-
-    def time_tick(self, nodes, units, shapes, gangs):
-        engine.schedule(self.problem)
 
 
 class TickMemory:

@@ -70,24 +70,32 @@ def _take(free, present, exact, qty, cols, ncols, k):
         present[r] = True   # an absent implicit column appears once used
 
 
+@njit_leaf
+def _holds(free, m, q, qty, cols, ncols):
+    """Whether slot m's free row holds one unit of request row q (§4.2)."""
+    for j in range(ncols[q]):
+        r = cols[q, j]
+        if free[m, r] < qty[q, r]:
+            return False
+    return True
+
+
+@njit_leaf
+def _fits_rows(free, m, rows, qty, cols, ncols):
+    """Whether slot m's free row holds one unit of any request row in ``rows``."""
+    for q in rows:
+        if _holds(free, m, q, qty, cols, ncols):
+            return True
+    return False
+
+
 @njit
 def _fits_any(free, nodes, qs, qty, cols, ncols):
     """(len(nodes),) whether each node's free row holds one unit of any request
     row in qs (Ray's pre-filter, §4.2). free (M, R); qty/cols (Q, R); ncols (Q,)."""
     out = np.zeros(nodes.shape[0], dtype=np.bool_)
     for i in range(nodes.shape[0]):
-        m = nodes[i]
-        for a in range(qs.shape[0]):
-            q = qs[a]
-            ok = True
-            for j in range(ncols[q]):
-                r = cols[q, j]
-                if free[m, r] < qty[q, r]:
-                    ok = False
-                    break
-            if ok:
-                out[i] = True
-                break
+        out[i] = _fits_rows(free, nodes[i], qs, qty, cols, ncols)
     return out
 
 

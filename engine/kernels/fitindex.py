@@ -13,17 +13,7 @@ start, cnt (S,) how many are still listed).
 import numpy as np
 
 from ._jit import njit, njit_leaf
-from .fit import _minimal_rows
-
-
-@njit_leaf
-def _holds(free, m, q, qty, cols, ncols):
-    """Whether slot m's free row holds one unit of request row q (§4.2)."""
-    for j in range(ncols[q]):
-        r = cols[q, j]
-        if free[m, r] < qty[q, r]:
-            return False
-    return True
+from .fit import _holds, _minimal_rows
 
 
 @njit

@@ -20,7 +20,8 @@ classes are found by digest and confirmed by comparing the whole key.
 import numpy as np
 
 from ._jit import njit, njit_leaf
-from .fitindex import _fit_index, _holders, _holds
+from .fit import _fits_rows
+from .fitindex import _fit_index, _holders
 from .loop import _run_loop
 from .nodeclass import _class_of, _class_table, _room_for
 from .pick import _pick_scratch
@@ -36,15 +37,6 @@ def _journal(n, R, H, L, hist_dtype, label_dtype):
             np.empty((n, R), dtype=np.bool_), np.empty(n, dtype=np.bool_),
             np.empty(n, dtype=np.bool_), np.empty((n, H), dtype=hist_dtype),
             np.empty(n, dtype=np.int64), np.empty((n, L), dtype=label_dtype))
-
-
-@njit_leaf
-def _fits_rows(free, m, rows, qty, cols, ncols):
-    """Whether slot m's free row holds one unit of any request row in ``rows``."""
-    for q in rows:
-        if _holds(free, m, q, qty, cols, ncols):
-            return True
-    return False
 
 
 @njit_leaf
