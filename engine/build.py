@@ -7,9 +7,6 @@ which instances become scheduling nodes (RAY_V2_SEMANTICS.md §2.1).
 from __future__ import annotations
 
 import math
-import operator
-from collections import Counter
-from itertools import chain
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
@@ -18,7 +15,9 @@ import numpy as np
 from .dtypes import CNT, IDX, IMPLICIT_PREFIX, PRIVATE_PREFIX, QTY, GPU, Kind, Status
 from .problem import Problem, ProblemError, order_mask
 from . import ippr as _ippr
-from .build_nodes import encode_running
+from .build_nodes import columns, encode_running, new_names
+from .node_columns import NodeColumns
+from .node_screen import screen
 from .ippr import IpprState
 from .requests import GangSpec, RequestSpec, collect_names, encode
 from .vocab import Vocab
@@ -180,75 +179,15 @@ def build_problem(
             vocab.add(k)
         for k in ts.labels:
             lvocab.add(k)
-    extra_types: list[str] = []
-
-    kept: list[int] = []
-    skipped: list[tuple[int, str]] = []
-    outdated: list[bool] = []
-    tots, avs = [], []                   # maps of the running nodes kept
-    known = Status.NAMES
-    schedulable = frozenset(Status.SCHEDULABLE)
-    kinds = frozenset((Kind.UNMANAGED, Kind.HEAD, Kind.WORKER))
-    RUNNING = Status.RAY_RUNNING
-    labs = []                            # label maps of running nodes, in order
-    for i, ns in enumerate(nodes):
-        st = ns.status
-        if st is None:
-            skipped.append((i, "no instance-manager record"))
-            continue
-        st = int(st)
-        if st not in known or st < 0:
-            raise ProblemError(f"instances[{i}].status", f"unknown instance status {ns.status!r}")
-        if st not in schedulable:
-            skipped.append((i, f"status {Status.NAMES[st]} cannot reach RAY_RUNNING"))
-            continue
-        if ns.kind not in kinds:
-            raise ProblemError(f"instances[{i}].kind", f"unknown node kind {ns.kind!r}")
-        ty = ns.type
-        if not isinstance(ty, str) or not ty:
-            raise ProblemError(f"instances[{i}].type", "must be a non-empty string")
-        if st == RUNNING:
-            tot = ns.total
-            if tot is None:
-                skipped.append((i, "RAY_RUNNING without a ray node (stale state)"))
-                continue
-            if ty not in type_index and ty not in extra_types:
-                extra_types.append(ty)   # kept and reported (quirk Q3 fixed)
-            tots.append(tot)
-            avs.append(ns.available)
-            if ns.labels:
-                labs.append(ns.labels)
-            outdated.append(False)
-        elif ty not in type_index:
-            if disable_launch_config_check:
-                skipped.append((i, f"pending node of unknown type {ty!r}"))
-                continue
-            if int(ns.kind) == Kind.HEAD:
-                # Ray would terminate it as OUTDATED; a head is never terminated
-                # (divergence D1 in docs/SEMANTICS.md), so it is left out.
-                skipped.append((i, f"pending head of unknown type {ty!r}"))
-                continue
-            if ty not in extra_types:
-                extra_types.append(ty)
-            outdated.append(True)
-        else:
-            outdated.append(False)
-        kept.append(i)
-    lvocab.add_many(list(chain.from_iterable(labs)))
-    # Resource name -> running nodes naming it (in totals, or only in availability).
-    # Names in first-seen order, node by node (it is the vocabulary's column order).
-    seqs, seq_node = tots, list(range(len(tots)))
-    keys = operator.methodcaller("keys")
-    inside = list(map(operator.le, map(keys, [av or {} for av in avs]), map(keys, tots)))
-    if not all(inside):          # a name only in some node's availability
-        seqs, seq_node = [], []
-        for j, (tot, av) in enumerate(zip(tots, avs)):
-            seqs.append(tot)
-            seq_node.append(j)
-            if not inside[j]:
-                seqs.append(av.keys() - tot.keys())
-                seq_node.append(j)
-    node_names: Counter = Counter(chain.from_iterable(seqs))
+    cols = NodeColumns.of(nodes)
+    scr = screen(cols, type_index, disable_launch_config_check)
+    kept = scr.kept.tolist()
+    N = len(kept)
+    is_run = scr.status == Status.RAY_RUNNING
+    run_rows = np.flatnonzero(is_run & ~scr.outdated)   # all of them have maps (screen)
+    map_rows = scr.map_row[run_rows]
+    maps = tuple(m.take(map_rows) for m in (cols.total, cols.available, cols.labels))
+    lvocab.add_many(maps[2].keys)
 
     # Gang bundles: one request row per distinct spec object (an adapter passes
     # one object for equal bundles), each bundle pointing at its row.
@@ -266,31 +205,23 @@ def build_problem(
     # Private columns (a raylet's node:<ip>): named by one node only, by no type or
     # request. They never decide anything, so each node's k-th private resource
     # shares the pseudo column PRIVATE_PREFIX + k instead of widening every row.
-    private = {k for k, c in node_names.items()
-               if c == 1 and k not in vocab and not k.startswith(IMPLICIT_PREFIX)}
-    for k in node_names:
-        if k not in private:
-            vocab.add(k)
-    n_private = 0
-    if private:
-        # A private name is named by one node only: count them per node.
-        owner = np.repeat(np.asarray(seq_node, np.int64),
-                          np.fromiter(map(len, seqs), np.int64, len(seqs)))
-        mine = np.fromiter(map(private.__contains__, chain.from_iterable(seqs)), bool,
-                           owner.size)
-        n_private = int(np.bincount(owner[mine]).max()) if mine.any() else 0
+    cols_of = (columns(maps[0].keys, vocab.ids), columns(maps[1].keys, vocab.ids))
+    named, n_private = new_names(maps[0], maps[1], *cols_of, IMPLICIT_PREFIX)
+    for k in named:
+        vocab.add(k)
     for j in range(n_private):
         vocab.add(f"{PRIVATE_PREFIX}{j}")
+    node_ippr = [cols.ippr[i] for i in kept] if cols.ippr is not None else [None] * N
     any_ippr = any(ts.ippr_max is not None for ts in types) or any(
-        nodes[i].ippr is not None for i in kept)
+        s is not None for s in node_ippr)
     if any_ippr:
         vocab.add("CPU")
         vocab.add("memory")
 
     R, L = len(vocab), len(lvocab)
     names = vocab.names
-    T = len(types) + len(extra_types)
-    type_names = tuple(ts.name for ts in types) + tuple(extra_types)
+    T = len(types) + len(scr.extra_types)
+    type_names = tuple(ts.name for ts in types) + tuple(scr.extra_types)
 
     # ---- node types -----------------------------------------------------------------
     type_cap = np.zeros((T, R), dtype=QTY)
@@ -324,13 +255,11 @@ def build_problem(
         type_hash[t] = ts.launch_hash or ""
     configured = np.zeros(T, dtype=bool)
     configured[: len(types)] = True
-    all_type_index = {n: t for t, n in enumerate(type_names)}
 
     # ---- nodes ----------------------------------------------------------------------
-    N = len(kept)
-    node_type = np.zeros(N, dtype=IDX)
-    node_status = np.zeros(N, dtype=np.int8)
-    node_kind = np.zeros(N, dtype=np.int8)
+    node_type = scr.type.astype(IDX)
+    node_status = scr.status.astype(np.int8)
+    node_kind = scr.kind.astype(np.int8)
     node_total = np.zeros((N, R), dtype=QTY)
     node_order = np.full((N, R), -1, dtype=IDX)
     node_free = np.zeros((N, R), dtype=QTY)
@@ -341,13 +270,7 @@ def build_problem(
     node_hash: list[str] = [""] * N
     node_private: list[tuple] = [()] * N
     implicit = vocab.implicit_mask()
-    kept_specs = [nodes[i] for i in kept]
-    node_type[:] = [all_type_index[ns.type] for ns in kept_specs]
-    node_status[:] = [int(ns.status) for ns in kept_specs]
-    node_kind[:] = [int(ns.kind) for ns in kept_specs]
-    is_out = np.asarray(outdated, bool).reshape(N)
-    is_run = node_status == Status.RAY_RUNNING
-    running = np.flatnonzero(is_run & ~is_out).tolist()
+    is_out = scr.outdated
     # A pending node is modelled from its type config (§2.1 item 4); an outdated
     # one is an empty, already-terminated node (RAY_V2_SEMANTICS §2.1 item 4).
     pend = np.flatnonzero(~is_run & ~is_out)
@@ -359,7 +282,8 @@ def build_problem(
         node_present[pend] = order_mask(type_order[t], R)
         node_label[pend] = type_label[t]
     clamped = encode_running(
-        nodes, kept, running, vocab, lvocab, values, private, PRIVATE_PREFIX,
+        cols, map_rows, run_rows, scr.kept[run_rows], maps, cols_of, vocab, lvocab, values,
+        PRIVATE_PREFIX,
         dict(node_total=node_total, node_order=node_order, node_free=node_free,
              node_present=node_present, node_label=node_label, node_idle=node_idle,
              node_has_ray=node_has_ray, node_hash=node_hash, node_private=node_private),
@@ -391,7 +315,7 @@ def build_problem(
                    len(gs.requests))
         gang_key[g] = key
 
-    ippr_nodes = _ippr.encode([nodes[i].ippr for i in kept])
+    ippr_nodes = _ippr.encode(node_ippr)
     type_ippr = np.full((T, 2), np.nan)
     for t, ts in enumerate(types):
         if ts.ippr_max is not None:
@@ -445,7 +369,7 @@ def build_problem(
         node_label=node_label,
         node_idle_ms=node_idle,
         node_has_ray=node_has_ray,
-        node_outdated=np.asarray(outdated, dtype=bool),
+        node_outdated=is_out.copy(),
         node_launch_hash=tuple(node_hash),
         node_ippr=ippr_nodes,
         node_private=tuple(node_private),
@@ -467,7 +391,7 @@ def build_problem(
         disable_launch_config_check=bool(disable_launch_config_check),
         conserve_gpu=bool(conserve_gpu),
         clamped=clamped,
-        skipped=tuple(skipped),
+        skipped=tuple(scr.skipped),
     )
 
 

@@ -5,11 +5,13 @@ when something is wrong is the offending entry located and named.
 """
 from __future__ import annotations
 
-from itertools import chain, repeat
-from operator import itemgetter, methodcaller
+from collections import Counter
+from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 
+from .node_columns import FlatMaps, NodeColumns
 from .problem import ProblemError
 
 
@@ -31,19 +33,6 @@ def checked(values: list, where, check) -> np.ndarray:
     raise AssertionError("unreachable: a bad value passed the check")
 
 
-def _flat(dicts: list, rows: np.ndarray, ids: dict):
-    """Keys, values, Problem rows, positions within their dict, and columns (-1 for
-    a name not in the vocabulary) of a list of dicts, gathered at C speed."""
-    lens = np.fromiter(map(len, dicts), np.int64, len(dicts))
-    keys = list(chain.from_iterable(dicts))
-    vals = list(chain.from_iterable(map(methodcaller("values"), dicts)))
-    cols = np.fromiter(map(ids.get, keys, repeat(-1)), np.int64, len(keys))
-    rr = np.repeat(rows, lens)
-    starts = np.cumsum(lens) - lens
-    pos = np.arange(len(keys)) - np.repeat(starts, lens)
-    return keys, vals, rr, pos, cols
-
-
 def _pick(items: list, idx: np.ndarray) -> list:
     """``[items[j] for j in idx]`` at C speed."""
     if idx.size == 0:
@@ -52,25 +41,78 @@ def _pick(items: list, idx: np.ndarray) -> list:
     return [got] if idx.size == 1 else list(got)
 
 
-def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, out, check) -> int:
+def columns(keys: list, ids: dict) -> np.ndarray:
+    """The column of each name, -1 for a name ``ids`` lacks."""
+    return np.fromiter(map(ids.get, keys, repeat(-1)), np.int64, len(keys))
+
+
+def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray, implicit_prefix: str):
+    """The resource names of the running nodes' maps without a column (``tc``,
+    ``ac``: their columns, -1 for none). Returns (the names that get a column,
+    in first-seen order node by node - each node's totals first, then the names
+    only its availability has -; the most private names one node has: names
+    one node alone has, not implicit, share pseudo columns)."""
+    tu, au = np.flatnonzero(tc < 0), np.flatnonzero(ac < 0)
+    if tu.size == 0 and au.size == 0:
+        return [], 0
+    rows = np.repeat(np.arange(tot.lens.size), tot.lens)[tu]
+    a_rows = np.repeat(np.arange(av.lens.size), av.lens)[au]
+    names, a_names = _pick(tot.keys, tu), _pick(av.keys, au)
+    if not (np.array_equal(rows, a_rows) and names == a_names):   # (node:<ip> is in both)
+        in_tot = set(zip(rows.tolist(), names))
+        only = [j for j, key in enumerate(zip(a_rows.tolist(), a_names)) if key not in in_tot]
+        rows = np.concatenate([rows, a_rows[only]])
+        names = names + [a_names[j] for j in only]
+        order = np.lexsort((np.arange(rows.size), rows))    # node by node, totals first
+        rows, names = rows[order], _pick(names, order)
+    seen = Counter(names)
+    named = [k for k, c in seen.items() if c > 1 or k.startswith(implicit_prefix)]
+    mine = np.ones(len(names), bool)
+    if named:
+        shared = set(named)
+        mine[:] = [k not in shared for k in names]
+    most = int(np.bincount(rows[mine]).max()) if mine.any() else 0
+    return named, most
+
+
+def _spread(rows: np.ndarray, lens: np.ndarray):
+    """Each entry's Problem row and its position within its map."""
+    rr = np.repeat(rows, lens)
+    pos = np.arange(rr.size) - np.repeat(np.cumsum(lens) - lens, lens)
+    return rr, pos
+
+
+def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, inst: np.ndarray,
+                   maps: tuple, cols_of: tuple, vocab, lvocab, values, prefix, out,
+                   check) -> int:
     """Fill ``out`` arrays (node_total, node_order, node_free, node_present,
     node_label, node_idle, node_has_ray; lists node_hash, node_private) for the
-    running nodes at Problem rows ``rows``. A resource not in ``vocab`` is one of
-    the node's private ones: its k-th (first in its totals, then in its
-    availability) takes the pseudo column ``prefix + k``.
-    Returns how many available > total entries there are (quirk Q12)."""
+    running nodes at Problem rows ``rows`` (instance ``inst``, row ``map_rows``
+    of the columns' maps; ``maps`` their (total, available, labels) FlatMaps and
+    ``cols_of`` the columns of the first two's names, -1 where none was known).
+    A resource not in ``vocab`` is one of the node's private ones: its k-th
+    (first in its totals, then in its availability) takes the pseudo column
+    ``prefix + k``. Returns how many available > total entries there are (Q12)."""
     ids = vocab.ids
     pseudo = []
     while f"{prefix}{len(pseudo)}" in ids:
         pseudo.append(ids[f"{prefix}{len(pseudo)}"])
     pseudo = np.asarray(pseudo, np.int64)
-    specs = [nodes[kept[n]] for n in rows]
-    rows = np.asarray(rows, np.int64)
-    tk, tv, tr, tp, tc = _flat([ns.total for ns in specs], rows, ids)
-    ak, av, ar, _, ac = _flat([ns.available or {} for ns in specs], rows, ids)
-    tvals = checked(tv, lambda j: f"instances[{kept[tr[j]]}].total_resources[{tk[j]!r}]", check)
-    avals = checked(av, lambda j: f"instances[{kept[ar[j]]}].available_resources[{ak[j]!r}]",
+    tot, avm, lab = maps
+    tk, ak = tot.keys, avm.keys
+    (tr, tp), (ar, _) = _spread(rows, tot.lens), _spread(rows, avm.lens)
+    tc, ac = cols_of
+    for c, keys in ((tc, tk), (ac, ak)):       # names that got a column since
+        late = np.flatnonzero(c < 0)
+        if late.size:
+            c[late] = columns(_pick(keys, late), ids)
+    def where(n) -> int:            # the instance of Problem row n (error messages only)
+        return int(inst[np.searchsorted(rows, n)])
+
+    tvals = checked(tot.vals, lambda j: f"instances[{where(tr[j])}].total_resources[{tk[j]!r}]",
                     check)
+    avals = checked(avm.vals,
+                    lambda j: f"instances[{where(ar[j])}].available_resources[{ak[j]!r}]", check)
     # Private resources: the k-th of a node in its totals takes pseudo column k.
     t_priv = np.flatnonzero(tc < 0)
     rl, names, rank = [], [], np.zeros(0, np.int64)
@@ -84,11 +126,12 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
         rl = rows_p.tolist()
         node_private = out["node_private"]
         pv = tvals[t_priv].tolist()
-        for n, k, v, r in zip(rl, names, pv, rank.tolist()):   # mostly one each (node:<ip>)
-            if r == 0:
-                node_private[n] = ((k, v),)
+        first = np.flatnonzero(rank == 0).tolist()           # mostly one each (node:<ip>)
+        pairs = list(zip(zip(names, pv)))                     # ((name, total),) each
+        for j in first:
+            node_private[rl[j]] = pairs[j]
         for j in np.flatnonzero(rank > 0).tolist():   # a second or later one, in order
-            node_private[rl[j]] += ((names[j], pv[j]),)
+            node_private[rl[j]] += pairs[j]
     a_priv = np.flatnonzero(ac < 0)
     if a_priv.size:                                   # private in the availability map
         a_names = _pick(ak, a_priv)
@@ -107,12 +150,10 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
                     n_mine[key[0]] = k + 1
                     got[i] = c
             ac[a_priv] = got
-    labels = [ns.labels or {} for ns in specs]
-    lens = np.fromiter(map(len, labels), np.int64, len(labels))
-    if lens.any():
-        lc = list(map(lvocab.ids.__getitem__, chain.from_iterable(labels)))
-        lv = values.add_many(list(map(str, chain.from_iterable(map(methodcaller("values"), labels)))))
-        out["node_label"][np.repeat(rows, lens), lc] = lv
+    if lab.lens.any():
+        lc = list(map(lvocab.ids.__getitem__, lab.keys))
+        lv = values.add_many(list(map(str, lab.vals)))
+        out["node_label"][np.repeat(rows, lab.lens), lc] = lv
     total, free, present = out["node_total"], out["node_free"], out["node_present"]
     total[tr, tc] = tvals
     out["node_order"][tr, tp] = tc
@@ -122,15 +163,20 @@ def encode_running(nodes, kept, rows, vocab, lvocab, values, private, prefix, ou
     listed[tr, tc] = True
     tot_at = total[ar, ac]
     clamped = int((listed[ar, ac] & (tot_at > 0) & (avals > tot_at)).sum())
-    idle = [ns.idle_ms for ns in specs]
-    plain = all(type(v) is int for v in idle) and (not idle or 0 <= min(idle) and max(idle) <= 1 << 62)
+    idle = _pick(cols.idle_ms, map_rows)
+    plain = set(map(type, idle)) <= {int} and (not idle or 0 <= min(idle) and max(idle) <= 1 << 62)
     for n, v in ([] if plain else zip(rows.tolist(), idle)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 or v > 1 << 62:
-            raise ProblemError(f"instances[{kept[n]}].idle_duration_ms",
+            raise ProblemError(f"instances[{where(n)}].idle_duration_ms",
                                f"must be a non-negative integer, got {v!r}")
     out["node_idle"][rows] = idle
-    out["node_has_ray"][rows] = [bool(ns.ray_node_id) for ns in specs]
+    out["node_has_ray"][rows] = np.fromiter(map(bool, _pick(cols.ray_node_id, map_rows)), bool,
+                                            rows.size)
+    hashes = [h or "" for h in _pick(cols.launch_hash, map_rows)]
     hash_list = out["node_hash"]
-    for n, ns in zip(rows.tolist(), specs):
-        hash_list[n] = ns.launch_hash or ""
+    if rows.size == len(hash_list):       # every node is running: rows are 0..N-1
+        hash_list[:] = hashes
+    else:
+        for n, h in zip(rows.tolist(), hashes):
+            hash_list[n] = h
     return clamped

@@ -10,6 +10,8 @@ import copy
 import time
 import uuid
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, is_
 
 import numpy as np
 from typing import Callable
@@ -18,9 +20,10 @@ from ray.autoscaler.v2.scheduler import SchedulingReply, SchedulingRequest
 from ray.core.generated.instance_manager_pb2 import Instance, LaunchRequest, TerminationRequest
 
 from engine.build import NodeSpec, NodeTypeSpec, build_problem
+from engine.node_columns import FlatMaps, NodeColumns
 from engine.ippr import K8S_NEW, K8S_NONE, K8S_OTHER, IpprState
 from engine.requests import GangSpec, RequestSpec
-from engine.dtypes import PRIVATE_PREFIX, Cause, Status
+from engine.dtypes import PRIVATE_PREFIX, Cause, Kind, Status
 from engine.plan import Plan
 from engine.problem import Problem, ProblemError
 
@@ -146,32 +149,54 @@ def _node_spec(inst, req: SchedulingRequest, ippr: bool) -> NodeSpec:
     return spec
 
 
-def _node_specs(req: SchedulingRequest, ippr: bool) -> list:
-    """Every instance as a NodeSpec: ``_node_spec`` with its common case (a
-    running node, or a pending one, and no IPPR) inlined - the codec's hot loop."""
+_IM, _RAY_NODE = attrgetter("im_instance"), attrgetter("ray_node")
+
+
+def _node_columns(req: SchedulingRequest, ippr: bool) -> NodeColumns:
+    """Every instance as columns, one attribute over all instances at a time (the
+    codec's hot loop: each protobuf map is read once, in its own order)."""
+    insts = req.current_instances
     if ippr:
-        return [_node_spec(inst, req, ippr) for inst in req.current_instances]
-    out = []
-    add = out.append
-    for inst in req.current_instances:
-        im = inst.im_instance
-        if im is None:
-            add(NodeSpec(type="", status=None))
-            continue
-        status = im.status
-        rn = inst.ray_node
-        if status == _RUNNING and rn is not None:
-            m = rn.labels
-            labels = {k: m[k] for k in m} if m else {}
-            if rn.dynamic_labels:
-                labels.update(_pb_dict(rn.dynamic_labels))
-            t, a = rn.total_resources, rn.available_resources
-            add(NodeSpec(im.instance_type, status, im.node_kind, {k: t[k] for k in t},
-                         {k: a[k] for k in a}, labels, rn.idle_duration_ms, im.node_id,
-                         im.launch_config_hash))
-        else:
-            add(NodeSpec(im.instance_type, status, im.node_kind))
-    return out
+        return NodeColumns.of([_node_spec(inst, req, ippr) for inst in insts])
+    ims = list(map(_IM, insts))
+    if any(map(is_, ims, repeat(None))):      # no instance-manager record: skipped
+        have = [i for i, im in enumerate(ims) if im is not None]
+        cols = _node_columns_of([insts[i] for i in have], [ims[i] for i in have])
+        n = len(ims)
+        full = NodeColumns(type=[""] * n, status=[None] * n, kind=[Kind.WORKER] * n,
+                           mapped=np.asarray(have, np.int64)[cols.mapped],
+                           total=cols.total, available=cols.available, labels=cols.labels,
+                           idle_ms=cols.idle_ms, ray_node_id=cols.ray_node_id,
+                           launch_hash=cols.launch_hash)
+        for j, i in enumerate(have):
+            full.type[i], full.status[i], full.kind[i] = cols.type[j], cols.status[j], cols.kind[j]
+        return full
+    return _node_columns_of(insts, ims)
+
+
+def _node_columns_of(insts: list, ims: list) -> NodeColumns:
+    status = list(map(_STATUS, ims))
+    rns = list(map(_RAY_NODE, insts))
+    mapped = [i for i, (st, rn) in enumerate(zip(status, rns)) if st == _RUNNING and rn is not None]
+    on, im_on = [rns[i] for i in mapped], [ims[i] for i in mapped]
+    labels = list(map(_LABELS, on))
+    for j in [j for j, d in enumerate(map(len, map(_DYNAMIC, on))) if d]:
+        merged = _pb_dict(labels[j])
+        merged.update(_pb_dict(on[j].dynamic_labels))
+        labels[j] = merged
+    return NodeColumns(
+        type=list(map(_TYPE, ims)), status=status, kind=list(map(_KIND, ims)),
+        mapped=np.asarray(mapped, np.int64),
+        total=FlatMaps.of(list(map(_TOTAL, on))), available=FlatMaps.of(list(map(_AVAIL, on))),
+        labels=FlatMaps.of(labels), idle_ms=list(map(_IDLE, on)),
+        ray_node_id=list(map(_NODE_ID, im_on)), launch_hash=list(map(_HASH, im_on)))
+
+
+_STATUS, _TYPE, _KIND = attrgetter("status"), attrgetter("instance_type"), attrgetter("node_kind")
+_NODE_ID, _HASH = attrgetter("node_id"), attrgetter("launch_config_hash")
+_TOTAL, _AVAIL = attrgetter("total_resources"), attrgetter("available_resources")
+_LABELS, _DYNAMIC = attrgetter("labels"), attrgetter("dynamic_labels")
+_IDLE = attrgetter("idle_duration_ms")
 
 
 def decode(req: SchedulingRequest, vocab=None) -> Decoded:
@@ -180,7 +205,7 @@ def decode(req: SchedulingRequest, vocab=None) -> Decoded:
                            f"has {len(req.cluster_resource_constraints)} entries; at most 1")
     types = [_type_spec(k, cfg, req) for k, cfg in req.node_type_configs.items()]
     ippr = bool(req.ippr_statuses and req.ippr_specs)
-    nodes = _node_specs(req, ippr)
+    nodes = _node_columns(req, ippr)
     runs, msgs = [], []
     for i, rbc in enumerate(req.resource_requests):
         if rbc.count < 0:
