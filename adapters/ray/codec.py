@@ -9,12 +9,12 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, is_
 
 import numpy as np
-from typing import Callable
+from typing import Callable, Optional
 
 from ray.autoscaler.v2.scheduler import SchedulingReply, SchedulingRequest
 from ray.core.generated.instance_manager_pb2 import Instance, LaunchRequest, TerminationRequest
@@ -36,6 +36,7 @@ class Decoded:
     gangs: list                # GangResourceRequest messages
     constraints: list          # ClusterResourceConstraint messages (0 or 1)
     request: SchedulingRequest
+    cache: "SpecCache"         # this tick's decoded specs, for the next tick
 
 
 def _request_spec(rr, where: str, count: int = 1) -> RequestSpec:
@@ -59,25 +60,54 @@ def _request_spec(rr, where: str, count: int = 1) -> RequestSpec:
     return RequestSpec(bundle, count, sels, aff, anti, sum=sum(bundle.values()))
 
 
-def _gang_spec(g, i: int, seen: dict) -> GangSpec:
-    """``seen``: bundle bytes -> RequestSpec, shared by the whole request (a
-    placement group's bundles are mostly equal, and many groups alike). Equal
-    bytes are equal messages with their map entries in the same order."""
+@dataclass
+class SpecCache:
+    """Bundles and placement groups decoded in earlier ticks, by their bytes: a
+    pending group is sent again every tick until it is placed. Equal bytes are
+    equal messages with their map entries in the same order. Every group's
+    bundles are in ``bundles``, so equal bundles stay one object (one row)."""
+    bundles: dict = field(default_factory=dict)   # bytes -> RequestSpec
+    gangs: dict = field(default_factory=dict)     # bytes -> (GangSpec, its bundles' bytes)
+
+
+def _gang_specs(req: SchedulingRequest, old: SpecCache) -> tuple[list, SpecCache]:
+    """Every placement group as a GangSpec, and the cache for the next tick (the
+    entries this tick used)."""
+    now = SpecCache()
+    out = []
+    for i, g in enumerate(req.gang_resource_requests):
+        key = g.SerializeToString()
+        hit = old.gangs.get(key)
+        if hit is None:
+            hit = _gang_spec(g, i, old.bundles, now.bundles)
+        else:
+            now.bundles.update(zip(hit[1], hit[0].requests))
+        now.gangs[key] = hit
+        out.append(hit[0])
+    return out, now
+
+
+def _gang_spec(g, i: int, old: dict, now: dict) -> tuple:
+    """(GangSpec, bundle bytes). ``old``/``now``: bundle bytes -> RequestSpec of
+    earlier ticks / of this one (a placement group's bundles are mostly equal,
+    and many groups alike)."""
     selectors = bool(g.bundle_selectors)
     used = g.bundle_selectors[0].resource_requests if selectors else g.requests
-    specs = []
+    specs, keys = [], []
     for b, r in enumerate(used):
         key = r.SerializeToString()
-        spec = seen.get(key)
+        spec = now.get(key) or old.get(key)
         if spec is None:
-            field = "bundle_selectors[0].resource_requests" if selectors else "requests"
-            spec = seen[key] = _request_spec(r, f"gang_resource_requests[{i}].{field}[{b}]")
+            field_ = "bundle_selectors[0].resource_requests" if selectors else "requests"
+            spec = _request_spec(r, f"gang_resource_requests[{i}].{field_}[{b}]")
+        now[key] = spec
         specs.append(spec)
+        keys.append(key)
     # Ray orders gangs by the legacy list even when bundle_selectors are used; a
     # decoded request has at most one placement constraint.
     n_pc = (sum(len(r.placement_constraints) for r in g.requests) if selectors else
             sum((s.affinity is not None) + (s.anti_affinity is not None) for s in specs))
-    return GangSpec(requests=specs, sort_key=(n_pc, len(g.requests)), name=g.details)
+    return GangSpec(requests=specs, sort_key=(n_pc, len(g.requests)), name=g.details), keys
 
 
 def _type_spec(key: str, cfg, req: SchedulingRequest) -> NodeTypeSpec:
@@ -199,7 +229,9 @@ _LABELS, _DYNAMIC = attrgetter("labels"), attrgetter("dynamic_labels")
 _IDLE = attrgetter("idle_duration_ms")
 
 
-def decode(req: SchedulingRequest, vocab=None) -> Decoded:
+def decode(req: SchedulingRequest, vocab=None, cache: Optional[SpecCache] = None) -> Decoded:
+    """``vocab`` and ``cache``: the previous tick's columns and specs (optional);
+    ``Decoded.cache`` is this tick's, to pass to the next."""
     if len(req.cluster_resource_constraints) > 1:
         raise ProblemError("cluster_resource_constraints",
                            f"has {len(req.cluster_resource_constraints)} entries; at most 1")
@@ -220,8 +252,7 @@ def decode(req: SchedulingRequest, vocab=None) -> Decoded:
             if rbc.count < 0:
                 raise ProblemError(f"{where}.count", f"is negative ({rbc.count})")
             constraint.append(_request_spec(rbc.request, where, int(rbc.count)))
-    seen: dict = {}
-    gangs = [_gang_spec(g, i, seen) for i, g in enumerate(req.gang_resource_requests)]
+    gangs, specs = _gang_specs(req, cache if cache is not None else SpecCache())
     p = build_problem(types, nodes, runs,
                       max_num_nodes=req.max_num_nodes,
                       idle_timeout_s=req.idle_timeout_s,
@@ -235,7 +266,7 @@ def decode(req: SchedulingRequest, vocab=None) -> Decoded:
             # Ray writes the raylet id into the caller's status object (§2.1 item 5).
             _ippr_status(inst, req).raylet_id = inst.im_instance.node_id
     return Decoded(p, list(req.current_instances), msgs, list(req.gang_resource_requests),
-                   list(req.cluster_resource_constraints), req)
+                   list(req.cluster_resource_constraints), req, specs)
 
 
 def _ippr_status(inst, req: SchedulingRequest):

@@ -14,7 +14,7 @@ from ray.autoscaler.v2.scheduler import (ResourceDemandScheduler, SchedulingRepl
 from engine import schedule
 from engine.vocab import Vocab
 
-from .codec import decode, encode
+from .codec import SpecCache, decode, encode
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ class EngineScheduler(ResourceDemandScheduler):
         # replaced only after a tick succeeds, so a failed tick leaves it intact.
         self._pending_since: dict = {}
         self._vocab = Vocab()          # resource columns, kept stable across ticks
+        self._specs = SpecCache()      # bundles and groups decoded last tick
         self.stats: Counter = Counter()
         self.last_timing: dict = {}
 
@@ -55,8 +56,7 @@ class EngineScheduler(ResourceDemandScheduler):
 
     def _schedule(self, request: SchedulingRequest) -> SchedulingReply:
         t0 = time.perf_counter()
-        decoded = decode(request, self._vocab)
-        self._vocab = Vocab(decoded.problem.resources)
+        decoded = decode(request, self._vocab, self._specs)
         t1 = time.perf_counter()
         tracking = request.pending_idle_timeout_s is not None
         plan = schedule(decoded.problem, pending_since=self._pending_since,
@@ -65,6 +65,8 @@ class EngineScheduler(ResourceDemandScheduler):
         reply = encode(decoded, plan, new_id=self._new_id, now_ns=self._now_ns)
         t3 = time.perf_counter()
         self.last_timing = {"decode_s": t1 - t0, "engine_s": t2 - t1, "encode_s": t3 - t2}
+        self._vocab = Vocab(decoded.problem.resources)
+        self._specs = decoded.cache
         self.stats["engine_ticks"] += 1
         if tracking:
             self._pending_since = plan.pending_since
