@@ -212,8 +212,8 @@ def build_problem(
     for j in range(n_private):
         vocab.add(f"{PRIVATE_PREFIX}{j}")
     node_ippr = [cols.ippr[i] for i in kept] if cols.ippr is not None else [None] * N
-    any_ippr = any(ts.ippr_max is not None for ts in types) or any(
-        s is not None for s in node_ippr)
+    any_ippr = any(ts.ippr_max is not None for ts in types) or (
+        cols.ippr is not None and any(s is not None for s in node_ippr))
     if any_ippr:
         vocab.add("CPU")
         vocab.add("memory")

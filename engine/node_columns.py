@@ -25,9 +25,8 @@ class FlatMaps:
 
     @classmethod
     def of(cls, maps: list) -> "FlatMaps":
-        """From dicts or protobuf maps (None is an empty map); each map's
-        entries in its own iteration order, read once."""
-        maps = [m if m is not None else {} for m in maps] if None in maps else maps
+        """From dicts or protobuf maps; each map's entries in its own iteration
+        order, read once."""
         lens = list(map(len, maps))
         keys = list(chain.from_iterable(maps))
         vals = list(map(getitem, chain.from_iterable(map(repeat, maps, lens)), keys))
@@ -81,8 +80,8 @@ class NodeColumns:
             type=[ns.type for ns in nodes], status=[ns.status for ns in nodes],
             kind=[ns.kind for ns in nodes], mapped=np.asarray(mapped, np.int64),
             total=FlatMaps.of([ns.total for ns in on]),
-            available=FlatMaps.of([ns.available for ns in on]),
-            labels=FlatMaps.of([ns.labels for ns in on]),
+            available=FlatMaps.of([ns.available or {} for ns in on]),
+            labels=FlatMaps.of([ns.labels or {} for ns in on]),
             idle_ms=[ns.idle_ms for ns in on], ray_node_id=[ns.ray_node_id for ns in on],
             launch_hash=[ns.launch_hash for ns in on],
             ippr=ippr if any(s is not None for s in ippr) else None)

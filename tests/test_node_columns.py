@@ -143,7 +143,7 @@ def test_new_names_equals_its_twin(seed):
 
 
 def test_flat_maps_keep_each_maps_order_and_take_rows():
-    maps = [{"b": 1.0, "a": 2.0}, None, {"c": 3.0}]
+    maps = [{"b": 1.0, "a": 2.0}, {}, {"c": 3.0}]
     f = FlatMaps.of(maps)
     assert (f.keys, f.vals, f.lens.tolist()) == (["b", "a", "c"], [1.0, 2.0, 3.0], [2, 0, 1])
     g = f.take(np.array([0, 2]))

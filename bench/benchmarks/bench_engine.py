@@ -7,11 +7,14 @@ named by the method is measured. ``Tick`` is the grid without placement groups
 (``cluster_v1``); ``TickGangs`` adds 1,000 GCS-encoded placement groups and
 ``TickLarge`` reaches 30,000 nodes and 1,000,000 pending units (``cluster_v2``).
 ``EndToEnd`` and ``EndToEndTargets`` time ``EngineScheduler.schedule`` on a
-protobuf ``SchedulingRequest`` (decode + engine + encode).
+protobuf ``SchedulingRequest`` (decode + engine + encode); ``Codec`` times the
+decode and the encode on their own.
 The CI smoke runs every param once and must stay under 3 minutes.
 """
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import subprocess
 import sys
@@ -105,17 +108,55 @@ class EndToEndTargets:
     def setup(self, case):
         from adapters.ray import EngineScheduler
         engine.warmup()
-        if case.startswith("pr64175"):
-            spec = common.cluster_pr64175(scenario=case.split("-")[1])
-        else:
-            spec = common.cluster_v2(nodes=1000, units=1000, shapes=20, scenario="saturated",
-                                     seed=0, gangs=int(case.split("-")[1][:-2]))
-        self.request = common.scheduling_request(spec)
+        self.request = _target_request(case)
         self.scheduler = EngineScheduler(new_id=lambda: "id", now_ns=lambda: 0)
         self.scheduler.schedule(self.request)
 
     def time_end_to_end(self, case):
         self.scheduler.schedule(self.request)
+
+
+@functools.lru_cache(maxsize=None)
+def _target_request(case: str):
+    """The SchedulingRequest of an ``EndToEndTargets`` case (built once per process)."""
+    if case.startswith("pr64175"):
+        spec = common.cluster_pr64175(scenario=case.split("-")[1])
+    else:
+        spec = common.cluster_v2(nodes=1000, units=1000, shapes=20, scenario="saturated",
+                                 seed=0, gangs=int(case.split("-")[1][:-2]))
+    return common.scheduling_request(spec)
+
+
+class Codec:
+    """The adapter's codec on its own. ``time_decode``: a fresh copy of the
+    request, as every autoscaler tick receives one (a copy is made in setup,
+    before each single timed call), with the previous tick's vocabulary and
+    decoded placement groups. ``time_encode``: the plan into a SchedulingReply."""
+    params = (["1k-50pg", "1k-1000pg", "pr64175-saturated"],)
+    param_names = ["case"]
+    number = 1
+    repeat = 25
+    warmup_time = 0
+    timeout = _SETUP_TIMEOUT
+
+    def setup(self, case):
+        from adapters.ray.codec import decode
+        from engine.vocab import Vocab
+        engine.warmup()
+        req = _target_request(case)
+        first = decode(copy.deepcopy(req))
+        self.vocab, self.cache = Vocab(first.problem.resources), first.cache
+        self.fresh = copy.deepcopy(req)
+        self.decoded = decode(copy.deepcopy(req), self.vocab, self.cache)
+        self.plan = engine.schedule(self.decoded.problem)
+
+    def time_decode(self, case):
+        from adapters.ray.codec import decode
+        decode(self.fresh, self.vocab, self.cache)
+
+    def time_encode(self, case):
+        from adapters.ray.codec import encode
+        encode(self.decoded, self.plan, new_id=lambda: "id", now_ns=lambda: 0)
 
 
 class Quality:
