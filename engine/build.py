@@ -15,7 +15,7 @@ import numpy as np
 from .dtypes import CNT, IDX, IMPLICIT_PREFIX, PRIVATE_PREFIX, QTY, GPU, Kind, Status
 from .problem import Problem, ProblemError, order_mask
 from . import ippr as _ippr
-from .build_nodes import columns, encode_running, new_names
+from .build_nodes import encode_running, new_names
 from .node_columns import NodeColumns
 from .node_screen import screen
 from .ippr import IpprState
@@ -187,7 +187,7 @@ def build_problem(
     run_rows = np.flatnonzero(is_run & ~scr.outdated)   # all of them have maps (screen)
     map_rows = scr.map_row[run_rows]
     maps = tuple(m.take(map_rows) for m in (cols.total, cols.available, cols.labels))
-    lvocab.add_many(maps[2].keys)
+    lvocab.add_many(maps[2].names)
 
     # Gang bundles: one request row per distinct spec object (an adapter passes
     # one object for equal bundles), each bundle pointing at its row.
@@ -205,7 +205,7 @@ def build_problem(
     # Private columns (a raylet's node:<ip>): named by one node only, by no type or
     # request. They never decide anything, so each node's k-th private resource
     # shares the pseudo column PRIVATE_PREFIX + k instead of widening every row.
-    cols_of = (columns(maps[0].keys, vocab.ids), columns(maps[1].keys, vocab.ids))
+    cols_of = (maps[0].columns(vocab.ids), maps[1].columns(vocab.ids))
     named, n_private = new_names(maps[0], maps[1], *cols_of, IMPLICIT_PREFIX)
     for k in named:
         vocab.add(k)

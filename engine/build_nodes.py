@@ -57,7 +57,7 @@ def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray, impli
         return [], 0
     rows = np.repeat(np.arange(tot.lens.size), tot.lens)[tu]
     a_rows = np.repeat(np.arange(av.lens.size), av.lens)[au]
-    names, a_names = _pick(tot.keys, tu), _pick(av.keys, au)
+    names, a_names = tot.key_at(tu), av.key_at(au)
     if not (np.array_equal(rows, a_rows) and names == a_names):   # (node:<ip> is in both)
         in_tot = set(zip(rows.tolist(), names))
         only = [j for j, key in enumerate(zip(a_rows.tolist(), a_names)) if key not in in_tot]
@@ -99,20 +99,19 @@ def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, in
         pseudo.append(ids[f"{prefix}{len(pseudo)}"])
     pseudo = np.asarray(pseudo, np.int64)
     tot, avm, lab = maps
-    tk, ak = tot.keys, avm.keys
     (tr, tp), (ar, _) = _spread(rows, tot.lens), _spread(rows, avm.lens)
     tc, ac = cols_of
-    for c, keys in ((tc, tk), (ac, ak)):       # names that got a column since
+    for c, m in ((tc, tot), (ac, avm)):       # names that got a column since
         late = np.flatnonzero(c < 0)
         if late.size:
-            c[late] = columns(_pick(keys, late), ids)
+            c[late] = columns(m.key_at(late), ids)
     def where(n) -> int:            # the instance of Problem row n (error messages only)
         return int(inst[np.searchsorted(rows, n)])
 
-    tvals = checked(tot.vals, lambda j: f"instances[{where(tr[j])}].total_resources[{tk[j]!r}]",
+    tvals = checked(tot.vals, lambda j: f"instances[{where(tr[j])}].total_resources[{tot.key_at(j)[0]!r}]",
                     check)
     avals = checked(avm.vals,
-                    lambda j: f"instances[{where(ar[j])}].available_resources[{ak[j]!r}]", check)
+                    lambda j: f"instances[{where(ar[j])}].available_resources[{avm.key_at(j)[0]!r}]", check)
     # Private resources: the k-th of a node in its totals takes pseudo column k.
     t_priv = np.flatnonzero(tc < 0)
     rl, names, rank = [], [], np.zeros(0, np.int64)
@@ -122,7 +121,7 @@ def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, in
         start_of = np.repeat(grp_start, np.diff(np.r_[grp_start, t_priv.size]))
         rank = np.arange(t_priv.size) - start_of
         tc[t_priv] = pseudo[rank]
-        names = _pick(tk, t_priv)
+        names = tot.key_at(t_priv)
         rl = rows_p.tolist()
         node_private = out["node_private"]
         pv = tvals[t_priv].tolist()
@@ -134,7 +133,7 @@ def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, in
             node_private[rl[j]] += pairs[j]
     a_priv = np.flatnonzero(ac < 0)
     if a_priv.size:                                   # private in the availability map
-        a_names = _pick(ak, a_priv)
+        a_names = avm.key_at(a_priv)
         if a_priv.size == t_priv.size and np.array_equal(ar[a_priv], tr[t_priv]) \
                 and a_names == names:
             ac[a_priv] = tc[t_priv]       # the same names on the same nodes, in the same order
@@ -151,7 +150,7 @@ def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, in
                     got[i] = c
             ac[a_priv] = got
     if lab.lens.any():
-        lc = list(map(lvocab.ids.__getitem__, lab.keys))
+        lc = np.asarray([lvocab.ids[k] for k in lab.names], np.int64)[lab.kid]
         lv = values.add_many(list(map(str, lab.vals)))
         out["node_label"][np.repeat(rows, lab.lens), lc] = lv
     total, free, present = out["node_total"], out["node_free"], out["node_present"]

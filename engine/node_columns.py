@@ -11,16 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import getitem
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
 
 @dataclass
 class FlatMaps:
-    """Maps laid end to end: all keys, all values, and each map's length."""
-    keys: list
-    vals: list
+    """Maps laid end to end: each entry's key as an index into ``names`` (the
+    distinct keys, in first-seen order), its value (a list, or a float64 array),
+    and each map's length."""
+    names: list
+    kid: np.ndarray           # int64, one entry per map entry
+    vals: Sequence
     lens: np.ndarray          # int64, one entry per map
 
     @classmethod
@@ -30,17 +33,43 @@ class FlatMaps:
         lens = list(map(len, maps))
         keys = list(chain.from_iterable(maps))
         vals = list(map(getitem, chain.from_iterable(map(repeat, maps, lens)), keys))
-        return cls(keys, vals, np.asarray(lens, np.int64).reshape(len(lens)))
+        pos: dict = {}
+        kid = np.fromiter(map(pos.setdefault, keys, map(len, repeat(pos))), np.int64, len(keys))
+        return cls(list(pos), kid, vals, np.asarray(lens, np.int64).reshape(len(lens)))
+
+    @property
+    def keys(self) -> list:
+        """Every entry's key (made on demand)."""
+        return self.key_at(np.arange(self.kid.size))
+
+    def key_at(self, idx: np.ndarray) -> list:
+        """The keys of entries ``idx``."""
+        names = self.names
+        return [names[k] for k in np.atleast_1d(self.kid[idx]).tolist()]
+
+    def columns(self, ids: dict) -> np.ndarray:
+        """Each entry's column in ``ids`` (-1 for a key it lacks), one look-up
+        per distinct key."""
+        per_name = np.fromiter(map(ids.get, self.names, repeat(-1)), np.int64, len(self.names))
+        return per_name[self.kid] if self.kid.size else np.zeros(0, np.int64)
 
     def take(self, rows: np.ndarray) -> "FlatMaps":
-        """The maps at ``rows`` (ascending), in that order."""
+        """The maps at ``rows`` (ascending), in that order; ``names`` only the
+        keys they use, still in first-seen order."""
         if rows.size == self.lens.size:
             return self
         keep = np.zeros(self.lens.size, bool)
         keep[rows] = True
-        entries = np.repeat(keep, self.lens).tolist()
-        return FlatMaps([k for k, e in zip(self.keys, entries) if e],
-                        [v for v, e in zip(self.vals, entries) if e], self.lens[rows])
+        entries = np.repeat(keep, self.lens)
+        kid = self.kid[entries]
+        used, first, inv = np.unique(kid, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(order.size, np.int64)
+        rank[order] = np.arange(order.size)
+        vals = (self.vals[entries] if isinstance(self.vals, np.ndarray)
+                else [v for v, e in zip(self.vals, entries.tolist()) if e])
+        return FlatMaps([self.names[k] for k in used[order].tolist()], rank[inv].reshape(-1),
+                        vals, self.lens[rows])
 
 
 @dataclass

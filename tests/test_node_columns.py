@@ -138,7 +138,8 @@ def test_new_names_equals_its_twin(seed):
         avails.append(av)
     known = {"CPU": 0, "memory": 1} if seed % 2 else {}
     tot, av = FlatMaps.of(totals), FlatMaps.of(avails)
-    got = new_names(tot, av, columns(tot.keys, known), columns(av.keys, known), IMPLICIT_PREFIX)
+    assert np.array_equal(tot.columns(known), columns(tot.keys, known))
+    got = new_names(tot, av, tot.columns(known), av.columns(known), IMPLICIT_PREFIX)
     assert got == new_names_ref(totals, avails, known)
 
 
@@ -150,6 +151,10 @@ def test_flat_maps_keep_each_maps_order_and_take_rows():
     assert (g.keys, g.vals, g.lens.tolist()) == (["b", "a", "c"], [1.0, 2.0, 3.0], [2, 1])
     g = f.take(np.array([2]))
     assert (g.keys, g.vals, g.lens.tolist()) == (["c"], [3.0], [1])
+    f = FlatMaps.of([{"b": 1.0, "a": 2.0}, {"c": 3.0, "b": 4.0}, {"a": 5.0}])
+    assert (f.names, f.kid.tolist()) == (["b", "a", "c"], [0, 1, 2, 0, 1])
+    g = f.take(np.array([1, 2]))         # only the keys used, in first-seen order
+    assert (g.names, g.kid.tolist(), g.keys) == (["c", "b", "a"], [0, 1, 2], ["c", "b", "a"])
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -170,7 +175,62 @@ def test_codec_bulk_read_equals_per_instance_specs(seed):
     assert got.mapped.tolist() == want.mapped.tolist()
     for f in ("total", "available", "labels"):
         a, b = getattr(got, f), getattr(want, f)
-        assert (a.keys, a.vals, a.lens.tolist()) == (b.keys, b.vals, b.lens.tolist()), f
+        assert (a.keys, list(a.vals), a.lens.tolist()) == (b.keys, b.vals, b.lens.tolist()), f
     if ippr:
         full = codec._node_columns(req, True)
         assert any(s is not None for s in full.ippr)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_wire_read_equals_reading_the_maps(seed):
+    """adapters.ray.wire (the nodes' bytes) against the protobuf maps read one by
+    one, on fresh copies (a copy iterates its maps in another order)."""
+    import copy
+
+    from adapters.ray import codec, wire
+
+    req = copy.deepcopy(make_request(seed, max_nodes=60))
+    on = [i.ray_node for i in req.current_instances if i.ray_node is not None]
+    got = wire.read(on)
+    assert got is not None
+    total, avail, labels, idle, dynamic = got
+    for flat, field in ((total, "total_resources"), (avail, "available_resources")):
+        maps = [getattr(rn, field) for rn in on]
+        assert flat.keys == [k for m in maps for k in m], field
+        assert flat.vals.tolist() == [m[k] for m in maps for k in m], field
+        assert flat.lens.tolist() == [len(m) for m in maps], field
+    assert labels.keys == [k for rn in on for k in rn.labels]
+    assert labels.vals == [rn.labels[k] for rn in on for k in rn.labels]
+    assert idle == [rn.idle_duration_ms for rn in on]
+    assert dynamic.tolist() == [len(rn.dynamic_labels) for rn in on]
+    insts = list(req.current_instances)
+    ims = [i.im_instance for i in insts]
+    a = codec._node_columns_of(insts, ims)
+    b = codec._node_columns_of(insts, ims, use_wire=False)
+    for f in ("total", "available", "labels"):
+        x, y = getattr(a, f), getattr(b, f)
+        assert (x.keys, list(x.vals), x.lens.tolist()) == (y.keys, y.vals, y.lens.tolist()), f
+
+
+def test_wire_read_refuses_an_order_it_cannot_vouch_for(monkeypatch):
+    from ray.core.generated.autoscaler_pb2 import NodeState
+
+    from adapters.ray import wire
+
+    m = NodeState(idle_duration_ms=7)
+    for k in ("CPU", "GPU", "memory", "node:1", "zz"):
+        m.total_resources[k] = 2.0
+    assert wire.read([m]) is not None
+    place = wire._place
+    monkeypatch.setattr(wire, "_place", lambda *a: _forward(place, *a))
+    assert wire.read([m]) is None        # entries front to back: not Python's order
+
+
+def _forward(place, buf, starts, nums, is_str, seg):
+    """``_place`` with every map's entries put front to back."""
+    koff, klen, val, voff, vlen = place(buf, starts, nums, is_str, seg)
+    for s in range(seg.size - 1):
+        lo, hi = seg[s], seg[s + 1]
+        for a in (koff, klen, val, voff, vlen):
+            a[lo:hi] = a[lo:hi][::-1].copy()
+    return koff, klen, val, voff, vlen

@@ -27,6 +27,8 @@ from engine.dtypes import PRIVATE_PREFIX, Cause, Kind, Status
 from engine.plan import Plan
 from engine.problem import Problem, ProblemError
 
+from . import wire
+
 
 @dataclass
 class Decoded:
@@ -204,22 +206,35 @@ def _node_columns(req: SchedulingRequest, ippr: bool) -> NodeColumns:
     return _node_columns_of(insts, ims)
 
 
-def _node_columns_of(insts: list, ims: list) -> NodeColumns:
+def _node_columns_of(insts: list, ims: list, use_wire: bool = True) -> NodeColumns:
     status = list(map(_STATUS, ims))
     rns = list(map(_RAY_NODE, insts))
     mapped = [i for i, (st, rn) in enumerate(zip(status, rns)) if st == _RUNNING and rn is not None]
     on, im_on = [rns[i] for i in mapped], [ims[i] for i in mapped]
+    got = wire.read(on) if use_wire and on else None
+    if got is not None:
+        total, avail, labels, idle, dynamic = got
+        if dynamic.any():
+            labels = _labels(on, dynamic.tolist())
+    else:
+        dynamic = list(map(len, map(_DYNAMIC, on)))
+        total, avail = FlatMaps.of(list(map(_TOTAL, on))), FlatMaps.of(list(map(_AVAIL, on)))
+        labels, idle = _labels(on, dynamic), list(map(_IDLE, on))
+    return NodeColumns(
+        type=list(map(_TYPE, ims)), status=status, kind=list(map(_KIND, ims)),
+        mapped=np.asarray(mapped, np.int64), total=total, available=avail, labels=labels,
+        idle_ms=idle, ray_node_id=list(map(_NODE_ID, im_on)),
+        launch_hash=list(map(_HASH, im_on)))
+
+
+def _labels(on: list, dynamic: list) -> FlatMaps:
+    """The nodes' labels, each node's dynamic labels merged over them."""
     labels = list(map(_LABELS, on))
-    for j in [j for j, d in enumerate(map(len, map(_DYNAMIC, on))) if d]:
+    for j in [j for j, d in enumerate(dynamic) if d]:
         merged = _pb_dict(labels[j])
         merged.update(_pb_dict(on[j].dynamic_labels))
         labels[j] = merged
-    return NodeColumns(
-        type=list(map(_TYPE, ims)), status=status, kind=list(map(_KIND, ims)),
-        mapped=np.asarray(mapped, np.int64),
-        total=FlatMaps.of(list(map(_TOTAL, on))), available=FlatMaps.of(list(map(_AVAIL, on))),
-        labels=FlatMaps.of(labels), idle_ms=list(map(_IDLE, on)),
-        ray_node_id=list(map(_NODE_ID, im_on)), launch_hash=list(map(_HASH, im_on)))
+    return FlatMaps.of(labels)
 
 
 _STATUS, _TYPE, _KIND = attrgetter("status"), attrgetter("instance_type"), attrgetter("node_kind")

@@ -14,6 +14,7 @@ from ray.autoscaler.v2.scheduler import (ResourceDemandScheduler, SchedulingRepl
 from engine import schedule
 from engine.vocab import Vocab
 
+from . import wire
 from .codec import SpecCache, decode, encode
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class EngineScheduler(ResourceDemandScheduler):
         self._specs = SpecCache()      # bundles and groups decoded last tick
         self.stats: Counter = Counter()
         self.last_timing: dict = {}
+        wire.warmup()                  # the codec's numba scan, compiled or loaded once
 
     def schedule(self, request: SchedulingRequest) -> SchedulingReply:
         # The cyclic garbage collector is paused for the tick: decoding allocates
