@@ -186,7 +186,8 @@ def build_problem(
     is_run = scr.status == Status.RAY_RUNNING
     run_rows = np.flatnonzero(is_run & ~scr.outdated)   # all of them have maps (screen)
     map_rows = scr.map_row[run_rows]
-    maps = tuple(m.take(map_rows) for m in (cols.total, cols.available, cols.labels))
+    maps = (cols.total.take(map_rows, shared=True), cols.available.take(map_rows, shared=True),
+            cols.labels.take(map_rows))
     lvocab.add_many(maps[2].names)
 
     # Gang bundles: one request row per distinct spec object (an adapter passes

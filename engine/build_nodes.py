@@ -5,7 +5,7 @@ when something is wrong is the offending entry located and named.
 """
 from __future__ import annotations
 
-from collections import Counter
+from collections import deque
 from itertools import repeat
 from operator import itemgetter
 
@@ -48,31 +48,36 @@ def columns(keys: list, ids: dict) -> np.ndarray:
 
 def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray, implicit_prefix: str):
     """The resource names of the running nodes' maps without a column (``tc``,
-    ``ac``: their columns, -1 for none). Returns (the names that get a column,
-    in first-seen order node by node - each node's totals first, then the names
-    only its availability has -; the most private names one node has: names
-    one node alone has, not implicit, share pseudo columns)."""
+    ``ac``: their columns, -1 for none; ``tot`` and ``av`` share one name list).
+    Returns (the names that get a column, in first-seen order node by node -
+    each node's totals first, then the names only its availability has -; the
+    most private names one node has: names one node alone has, not implicit,
+    share pseudo columns)."""
+    if tot.names is not av.names:
+        raise ValueError("total and available maps must share their names (FlatMaps.of_pair)")
     tu, au = np.flatnonzero(tc < 0), np.flatnonzero(ac < 0)
     if tu.size == 0 and au.size == 0:
         return [], 0
     rows = np.repeat(np.arange(tot.lens.size), tot.lens)[tu]
     a_rows = np.repeat(np.arange(av.lens.size), av.lens)[au]
-    names, a_names = tot.key_at(tu), av.key_at(au)
-    if not (np.array_equal(rows, a_rows) and names == a_names):   # (node:<ip> is in both)
-        in_tot = set(zip(rows.tolist(), names))
-        only = [j for j, key in enumerate(zip(a_rows.tolist(), a_names)) if key not in in_tot]
+    ids, a_ids = tot.kid[tu], av.kid[au]
+    if not (np.array_equal(rows, a_rows) and np.array_equal(ids, a_ids)):   # node:<ip> in both
+        width = len(tot.names)
+        only = ~np.isin(a_rows * width + a_ids, rows * width + ids)
         rows = np.concatenate([rows, a_rows[only]])
-        names = names + [a_names[j] for j in only]
+        ids = np.concatenate([ids, a_ids[only]])
         order = np.lexsort((np.arange(rows.size), rows))    # node by node, totals first
-        rows, names = rows[order], _pick(names, order)
-    seen = Counter(names)
-    named = [k for k, c in seen.items() if c > 1 or k.startswith(implicit_prefix)]
-    mine = np.ones(len(names), bool)
-    if named:
-        shared = set(named)
-        mine[:] = [k not in shared for k in names]
+        rows, ids = rows[order], ids[order]
+    # a node names a resource once (totals, or availability only): count nodes
+    per_name = np.bincount(ids, minlength=len(tot.names))
+    distinct, first = np.unique(ids, return_index=True)
+    distinct = distinct[np.argsort(first, kind="stable")]         # first-seen order
+    names = tot.names
+    shared = [k for k in distinct.tolist()
+              if per_name[k] > 1 or names[k].startswith(implicit_prefix)]
+    mine = ~np.isin(ids, shared) if shared else np.ones(ids.size, bool)
     most = int(np.bincount(rows[mine]).max()) if mine.any() else 0
-    return named, most
+    return [names[k] for k in shared], most
 
 
 def _spread(rows: np.ndarray, lens: np.ndarray):
@@ -125,11 +130,11 @@ def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, in
         rl = rows_p.tolist()
         node_private = out["node_private"]
         pv = tvals[t_priv].tolist()
-        first = np.flatnonzero(rank == 0).tolist()           # mostly one each (node:<ip>)
         pairs = list(zip(zip(names, pv)))                     # ((name, total),) each
-        for j in first:
-            node_private[rl[j]] = pairs[j]
-        for j in np.flatnonzero(rank > 0).tolist():   # a second or later one, in order
+        later = np.flatnonzero(rank > 0).tolist()     # mostly none: one each (node:<ip>)
+        first = np.flatnonzero(rank == 0).tolist() if later else range(len(rl))
+        _set_all(node_private, [rl[j] for j in first], [pairs[j] for j in first])
+        for j in later:                               # a second or later one, in order
             node_private[rl[j]] += pairs[j]
     a_priv = np.flatnonzero(ac < 0)
     if a_priv.size:                                   # private in the availability map
@@ -173,9 +178,10 @@ def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, in
                                             rows.size)
     hashes = [h or "" for h in _pick(cols.launch_hash, map_rows)]
     hash_list = out["node_hash"]
-    if rows.size == len(hash_list):       # every node is running: rows are 0..N-1
-        hash_list[:] = hashes
-    else:
-        for n, h in zip(rows.tolist(), hashes):
-            hash_list[n] = h
+    _set_all(hash_list, rows.tolist(), hashes)
     return clamped
+
+
+def _set_all(items: list, at: list, values: list) -> None:
+    """``items[at[j]] = values[j]`` for every j, at C speed."""
+    deque(map(items.__setitem__, at, values), maxlen=0)

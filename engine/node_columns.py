@@ -19,8 +19,8 @@ import numpy as np
 @dataclass
 class FlatMaps:
     """Maps laid end to end: each entry's key as an index into ``names`` (the
-    distinct keys, in first-seen order), its value (a list, or a float64 array),
-    and each map's length."""
+    distinct keys in first-seen order; it may hold more, shared with other
+    maps), its value (a list, or a float64 array), and each map's length."""
     names: list
     kid: np.ndarray           # int64, one entry per map entry
     vals: Sequence
@@ -36,6 +36,18 @@ class FlatMaps:
         pos: dict = {}
         kid = np.fromiter(map(pos.setdefault, keys, map(len, repeat(pos))), np.int64, len(keys))
         return cls(list(pos), kid, vals, np.asarray(lens, np.int64).reshape(len(lens)))
+
+    @classmethod
+    def of_pair(cls, first: list, second: list) -> tuple:
+        """``of`` of two lists of maps (a node's totals and availabilities) with
+        one name list between them."""
+        a, b = cls.of(first), cls.of(second)
+        pos = dict(zip(a.names, range(len(a.names))))
+        remap = np.fromiter(map(pos.setdefault, b.names, map(len, repeat(pos))), np.int64,
+                            len(b.names))
+        names = list(pos)
+        return (cls(names, a.kid, a.vals, a.lens),
+                cls(names, remap[b.kid] if b.kid.size else b.kid, b.vals, b.lens))
 
     @property
     def keys(self) -> list:
@@ -53,21 +65,24 @@ class FlatMaps:
         per_name = np.fromiter(map(ids.get, self.names, repeat(-1)), np.int64, len(self.names))
         return per_name[self.kid] if self.kid.size else np.zeros(0, np.int64)
 
-    def take(self, rows: np.ndarray) -> "FlatMaps":
-        """The maps at ``rows`` (ascending), in that order; ``names`` only the
-        keys they use, still in first-seen order."""
+    def take(self, rows: np.ndarray, shared: bool = False) -> "FlatMaps":
+        """The maps at ``rows`` (ascending), in that order. ``names`` become
+        only the keys they use, in first-seen order, unless ``shared`` (the
+        list is kept, as another FlatMaps uses it too)."""
         if rows.size == self.lens.size:
             return self
         keep = np.zeros(self.lens.size, bool)
         keep[rows] = True
         entries = np.repeat(keep, self.lens)
+        vals = (self.vals[entries] if isinstance(self.vals, np.ndarray)
+                else [v for v, e in zip(self.vals, entries.tolist()) if e])
         kid = self.kid[entries]
+        if shared:
+            return FlatMaps(self.names, kid, vals, self.lens[rows])
         used, first, inv = np.unique(kid, return_index=True, return_inverse=True)
         order = np.argsort(first, kind="stable")
         rank = np.empty(order.size, np.int64)
         rank[order] = np.arange(order.size)
-        vals = (self.vals[entries] if isinstance(self.vals, np.ndarray)
-                else [v for v, e in zip(self.vals, entries.tolist()) if e])
         return FlatMaps([self.names[k] for k in used[order].tolist()], rank[inv].reshape(-1),
                         vals, self.lens[rows])
 
@@ -108,8 +123,8 @@ class NodeColumns:
         return cls(
             type=[ns.type for ns in nodes], status=[ns.status for ns in nodes],
             kind=[ns.kind for ns in nodes], mapped=np.asarray(mapped, np.int64),
-            total=FlatMaps.of([ns.total for ns in on]),
-            available=FlatMaps.of([ns.available or {} for ns in on]),
+            **dict(zip(("total", "available"), FlatMaps.of_pair(
+                [ns.total for ns in on], [ns.available or {} for ns in on]))),
             labels=FlatMaps.of([ns.labels or {} for ns in on]),
             idle_ms=[ns.idle_ms for ns in on], ray_node_id=[ns.ray_node_id for ns in on],
             launch_hash=[ns.launch_hash for ns in on],

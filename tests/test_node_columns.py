@@ -137,7 +137,8 @@ def test_new_names_equals_its_twin(seed):
         totals.append(tot)
         avails.append(av)
     known = {"CPU": 0, "memory": 1} if seed % 2 else {}
-    tot, av = FlatMaps.of(totals), FlatMaps.of(avails)
+    tot, av = FlatMaps.of_pair(totals, avails)
+    assert tot.keys == [k for m in totals for k in m] and av.keys == [k for m in avails for k in m]
     assert np.array_equal(tot.columns(known), columns(tot.keys, known))
     got = new_names(tot, av, tot.columns(known), av.columns(known), IMPLICIT_PREFIX)
     assert got == new_names_ref(totals, avails, known)
@@ -155,6 +156,8 @@ def test_flat_maps_keep_each_maps_order_and_take_rows():
     assert (f.names, f.kid.tolist()) == (["b", "a", "c"], [0, 1, 2, 0, 1])
     g = f.take(np.array([1, 2]))         # only the keys used, in first-seen order
     assert (g.names, g.kid.tolist(), g.keys) == (["c", "b", "a"], [0, 1, 2], ["c", "b", "a"])
+    g = f.take(np.array([1, 2]), shared=True)
+    assert (g.names, g.keys) == (["b", "a", "c"], ["c", "b", "a"])
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -218,7 +218,7 @@ def _node_columns_of(insts: list, ims: list, use_wire: bool = True) -> NodeColum
             labels = _labels(on, dynamic.tolist())
     else:
         dynamic = list(map(len, map(_DYNAMIC, on)))
-        total, avail = FlatMaps.of(list(map(_TOTAL, on))), FlatMaps.of(list(map(_AVAIL, on)))
+        total, avail = FlatMaps.of_pair(list(map(_TOTAL, on)), list(map(_AVAIL, on)))
         labels, idle = _labels(on, dynamic), list(map(_IDLE, on))
     return NodeColumns(
         type=list(map(_TYPE, ims)), status=status, kind=list(map(_KIND, ims)),

@@ -229,16 +229,16 @@ def read(nodes: list) -> Optional[tuple]:
     np.cumsum(cnt.ravel(), out=seg[1:])
     koff, klen, val, voff, vlen = _place(buf, starts, _NUMS, _STR, seg)
     N = len(parts)
-    out = []
-    for k, (_, is_str) in enumerate(_MAPS[:3]):
-        lo, hi = seg[k * N], seg[(k + 1) * N]
-        kid, names = _strings(blob, buf, koff[lo:hi], klen[lo:hi])
-        if is_str:
-            vid, vnames = _strings(blob, buf, voff[lo:hi], vlen[lo:hi])
-            vals = [vnames[v] for v in vid.tolist()]
-        else:
-            vals = val[lo:hi]
-        out.append(FlatMaps(names, kid, vals, cnt[k].copy()))
+    # totals and availabilities share one name list (a node names mostly the
+    # same resources in both), the labels have their own
+    mid, hi = seg[N], seg[2 * N]
+    kid, names = _strings(blob, buf, koff[:hi], klen[:hi])
+    out = [FlatMaps(names, kid[:mid], val[:mid], cnt[0].copy()),
+           FlatMaps(names, kid[mid:], val[mid:hi], cnt[1].copy())]
+    lo, hi = hi, seg[3 * N]
+    kid, names = _strings(blob, buf, koff[lo:hi], klen[lo:hi])
+    vid, vnames = _strings(blob, buf, voff[lo:hi], vlen[lo:hi])
+    out.append(FlatMaps(names, kid, [vnames[v] for v in vid.tolist()], cnt[2].copy()))
     if not all(_order_holds(nodes, f, name) for f, (name, _) in zip(out, _MAPS)):
         return None
     return (*out, idle.tolist(), cnt[3])
