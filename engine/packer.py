@@ -60,8 +60,10 @@ def _loose_keys(ctx: Context, pend: np.ndarray, sa) -> list:
         ctx.type[pend, None].astype(float), ctx.kind[pend, None].astype(float),
         np.where(tp, ctx.total[pend], 0.0), tp, np.where(fp, sa.free[pend], 0.0), fp]) + 0.0
     at, pairs = _labels_held(ctx.label, pend.astype(np.int64))
-    at = at.tolist()
-    return [row.tobytes() + pairs[at[i]: at[i + 1]].tobytes() for i, row in enumerate(fixed)]
+    at = (at * pairs.itemsize * 2).tolist()          # byte offsets of each slot's pairs
+    fb, pb = np.ascontiguousarray(fixed).tobytes(), pairs.tobytes()
+    w = fixed.shape[1] * fixed.itemsize                # bytes of one slot's fixed row
+    return [fb[i * w: i * w + w] + pb[at[i]: at[i + 1]] for i in range(len(at) - 1)]
 
 
 def _placements(won: np.ndarray, ev_ptr: np.ndarray, ev_tau: np.ndarray) -> tuple:

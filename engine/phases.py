@@ -223,11 +223,14 @@ def _gangs_in_kernel(ctx: Context, rq: Requests, ptr, g_run, g_cnt, order: list)
         pristine[t] = m
     slots, src, marks = ctx.kernel_views(DEMAND)
     # Runs of equal bundles share a resource shape (the kernel's fit index).
-    _, first, g_shape = np.unique(rq.table.qty[g_run], axis=0, return_index=True,
-                                  return_inverse=True)
+    # (distinct request rows first: gangs share rows; then their distinct bundles)
+    rows, of_row = np.unique(g_run, return_inverse=True)
+    _, first, shape = np.unique(rq.table.qty[rows], axis=0, return_index=True,
+                                return_inverse=True)
+    g_shape = shape.reshape(-1)[of_row.reshape(-1)]
     bad_sorted, nodes, M1, tmpl = _pack_gangs(
-        ctx.nodes, ctx.M, ptr, g_run, g_cnt, g_shape.reshape(-1).astype(np.int64),
-        g_run[first].astype(np.int64), pristine, p.type_max, p.type_configured,
+        ctx.nodes, ctx.M, ptr, g_run, g_cnt, g_shape.astype(np.int64),
+        rows[first].astype(np.int64), pristine, p.type_max, p.type_configured,
         p.max_num_nodes, slots, src, marks, ctx.ghash, p.implicit, p.exact, rq.kernel,
         p.gpu_col, p.conserve_gpu)
     ctx.finish_clones(M1, tmpl, DEMAND)

@@ -15,17 +15,22 @@ Array groups, as tuples:
          between calls; whoever changes a slot's rows sets it to NaN.
 
 A non-running slot's class is looked up once and kept until the slot changes;
-classes are found by digest and confirmed by comparing the whole key.
+classes are found by digest and confirmed by comparing the whole key. Only a
+class's first member is a candidate of a gang's picks; the others wait in a
+chain (``nxt``) and the next one takes its place, at its own position, when it
+wins. A gang of one run reuses the trial walks of earlier gangs on slots that
+have not changed since (kernels/walkcache.py).
 """
 import numpy as np
 
 from ._jit import njit, njit_leaf
 from .fit import _fits_rows
 from .fitindex import _fit_index, _holders
-from .loop import _run_loop
+from .loop import _run_loop_on
 from .nodeclass import _class_of, _class_table, _room_for
 from .pick import _pick_scratch
 from .slots import _mark, _pick_loop, _win
+from .walkcache import _keep, _prefill, _walk_cache, _walk_class
 
 _RUNNING = 5      # Status.RAY_RUNNING
 
@@ -67,6 +72,41 @@ def _restore(n, keep, src, label):
         placed_gpu[m], placed_any[m], nhist[m] = keep[4][j], keep[5][j], keep[7][j]
 
 
+@njit_leaf
+def _by_key(a, key):
+    """a sorted in place by key (insertion sort: a gang has tens of holders)."""
+    for i in range(1, a.shape[0]):
+        m = a[i]
+        j = i
+        while j > 0 and key[a[j - 1]] > key[m]:
+            a[j] = a[j - 1]
+            j -= 1
+        a[j] = m
+
+
+@njit
+def _grown(a, n):
+    b = np.full(max(n, 2 * a.shape[0]), -1, dtype=a.dtype)
+    b[: a.shape[0]] = a
+    return b
+
+
+@njit_leaf
+def _insert(j, i, nf, key, fc, alive, valid, did, tk, ks):
+    """Slot j joins the candidates after position i, in list order; returns nf + 1."""
+    p = i + 1
+    while p < nf and key[fc[p]] < key[j]:
+        p += 1
+    for a in range(nf, p, -1):
+        fc[a], alive[a], valid[a], did[a] = fc[a - 1], alive[a - 1], valid[a - 1], did[a - 1]
+        for k in range(tk.shape[1]):
+            tk[a, k] = tk[a - 1, k]
+        ks[0][a], ks[1][a], ks[2][a] = ks[0][a - 1], ks[1][a - 1], ks[2][a - 1]
+        ks[3][a], ks[4][a] = ks[3][a - 1], ks[4][a - 1]
+    fc[p], alive[p], valid[p], did[p] = j, True, False, False
+    return nf + 1
+
+
 @njit
 def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, type_max,
                 type_configured, max_num_nodes, slots, src, marks, ghash, implicit, exact, rq,
@@ -74,7 +114,8 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, typ
     """Schedule gangs 0..G-1 (already in Ray's order) one after another.
 
     nodes: the node list (slot ids); M: slots in use (clones go at M, M+1, ...
-    and the arrays must have room for every unit of every gang); g_ptr/g_run/
+    and the arrays must have room for every unit of every gang, at most the
+    launches the types' max_workers leave); g_ptr/g_run/
     g_cnt: each gang's runs (request row, units) in Ray's order; g_shape: each
     run's resource shape, shape_row (S,) a request row of each shape; pristine
     (T,) the template slot of each configured type (-1 otherwise).
@@ -137,7 +178,12 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, typ
     keep = _journal(g_max, R, H, L, src[5].dtype, label.dtype)
     scr = _pick_scratch(tab[1].shape[0], R, K_max, H, src[5].dtype, label.dtype)
     changed = np.empty(K_max, dtype=np.int64)
+    left_all = np.empty(K_max, dtype=np.int64)
+    lm = np.empty(R, dtype=np.bool_)
+    won_all = np.empty(g_max, dtype=np.int64)
+    scratch_all = np.zeros(K_max, dtype=np.int64)
     cands = np.empty(C_max, dtype=np.int64)
+    tcand = np.empty(C_max, dtype=np.int64)          # the template loop's candidates
     held = np.empty(max(nrun, 1), dtype=np.int64)
     block = np.empty(C_max, dtype=np.int64)
     fc = np.empty(C_max, dtype=np.int64)
@@ -152,93 +198,126 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, typ
     # (no classes among templates, template mode and batching on): read from an
     # array so the template loop compiles for the Python caller's types, not literals.
     opts = np.ones(2, dtype=np.int64)
+    wc = _walk_cache(total.shape[0])
+    solo = np.full(total.shape[0], -1, dtype=np.int32)   # picks see no classes
+    nxt = np.full(total.shape[0], -1, dtype=np.int64)    # next member of the class
+    # Per class, in the current gang: stamp, whether it holds a unit, last member.
+    fst = np.full(tab[1].shape[0], -1, dtype=np.int64)
+    fval = np.zeros(tab[1].shape[0], dtype=np.int64)
+    tail = np.zeros(tab[1].shape[0], dtype=np.int64)
     for g in range(G):
         runs = g_run[g_ptr[g]: g_ptr[g + 1]]
-        left = g_cnt[g_ptr[g]: g_ptr[g + 1]].copy()
+        left = left_all[: g_ptr[g + 1] - g_ptr[g]]
+        for k in range(left.shape[0]):
+            left[k] = g_cnt[g_ptr[g] + k]
         if left.sum() == 0:
             continue                    # nothing to place: the list stays as it is
         K = runs.shape[0]
-        scratch = np.zeros(K, dtype=np.int64)
+        scratch = scratch_all[:K]
         chg = changed[:K]
         Mg = M
         nkeep = 0               # journal entries: existing slots committed by this gang
         # §4.2 pre-filter: running nodes that hold no unit of any live shape wait at the end.
-        live = np.unique(runs[left > 0])
-        nh = _holders(ix, np.unique(g_shape[g_ptr[g]: g_ptr[g + 1]][left > 0]), free, qty,
-                      cols, ncols, mark, g, held)
-        hs = held[:nh][np.argsort(key[held[:nh]])]
+        if K == 1:                       # the usual gang: one run, nothing to sort
+            live = runs
+            shapes = g_shape[g_ptr[g]: g_ptr[g] + 1]
+        else:
+            live = np.unique(runs[left > 0])
+            shapes = np.unique(g_shape[g_ptr[g]: g_ptr[g + 1]][left > 0])
+        nh = _holders(ix, shapes, free, qty, cols, ncols, mark, g, held)
+        hs = held[:nh]
+        _by_key(hs, key)
         # Merge the holders and the pending nodes by key: the gang's candidates, and
         # apart the ones that hold a unit of something (the others place nothing,
         # so they never win; a class's members all hold or all do not).
+        # A class is tried by its first member (Ray's NodeStateCache): only that
+        # one is a candidate of the picks, the others wait in a chain behind it.
+        tab = _room_for(tab, npend)       # at most one new class per pending node
+        if fst.shape[0] < tab[1].shape[0]:
+            fst, fval, tail = _grown(fst, tab[1].shape[0]), _grown(fval, tab[1].shape[0]), \
+                _grown(tail, tab[1].shape[0])
         nc, nf, a, b = 0, 0, 0, 0
         while a < nh or b < npend:
             if b >= npend or (a < nh and key[hs[a]] < key[pend[b]]):
                 m = hs[a]
                 a += 1
-                fits = True
-            else:
-                m = pend[b]
-                b += 1
-                fits = _fits_rows(free, m, live, qty, cols, ncols)
-            cands[nc] = m
-            nc += 1
-            if fits:
+                cands[nc] = m
+                nc += 1
                 fc[nf] = m
                 nf += 1
-        tab = _room_for(tab, nf)          # at most one new class per candidate
-        if scr[0].shape[0] < tab[1].shape[0]:
-            scr = _pick_scratch(tab[1].shape[0], R, K_max, H, src[5].dtype, label.dtype)
-        for i in range(nf):
-            m = fc[i]
-            if cls[m] < 0 and status[m] != _RUNNING:
-                cls[m] = _class_of(m, tab, slots, src, ghash)
-        ncls = tab[9][0]
+                continue
+            m = pend[b]
+            b += 1
+            cands[nc] = m
+            nc += 1
+            c = cls[m]
+            if c < 0:
+                c = cls[m] = _class_of(m, tab, slots, src, ghash, lm)
+            if fst[c] != g:
+                fst[c] = g
+                fval[c] = _fits_rows(free, m, live, qty, cols, ncols)
+                if fval[c]:
+                    fc[nf] = m
+                    nf += 1
+                    tail[c] = m
+                    nxt[m] = -1
+            elif fval[c]:
+                nxt[tail[c]] = m
+                tail[c] = m
+                nxt[m] = -1
         tk = tk_all[: C_max * K].reshape((C_max, K))
         for i in range(nf):
             alive[i] = True
             did[i] = False
             valid[i] = False
         # §4.3 existing nodes, in list order.
+        e = _walk_class(runs, g_shape[g_ptr[g]], rq)
+        if e >= 0:
+            _prefill(fc, nf, valid, tk, did, ks, e, runs[0], left[0], slots, src, implicit, exact,
+                     rq, wc)
         nw = 0
         while left.sum() > 0 and nw < nf:
-            i = _pick_loop(fc, nf, alive, valid, tk, did, ks, cls, ncls, slots, src,
+            i = _pick_loop(fc, nf, alive, valid, tk, did, ks, solo, 0, slots, src,
                            implicit, exact, runs, left, rq, gpu_col, conserve_gpu, scr)
+            if e >= 0 and nw == 0:
+                _keep(fc, nf, valid, tk, did, ks, e, src, wc)
             if i < 0:
                 break
             m = fc[i]
+            wc[0][m] += 1
             _save(nkeep, m, keep, src, label)
             nkeep += 1
             _mark(m, marks, ghash)
-            cls[m] = -1
             _win(m, i, alive, valid, tk, nf, src, slots, implicit, exact, runs, left, rq,
                  scratch, chg)
+            if cls[m] >= 0:
+                cls[m] = -1
+                if nxt[m] >= 0:         # the next member now tries the class
+                    nf = _insert(nxt[m], i, nf, key, fc, alive, valid, did, tk, ks)
             block[nw] = m
             won_in[m] = g
             nw += 1
-        nb = nw
-        for i in range(nc):
-            if won_in[cands[i]] != g:
-                block[nb] = cands[i]
-                nb += 1
         # §4.5 new nodes: one template per type with room, in config order.
         k = 0
-        won = cands[:0]
+        won = tcand[:0]
         if left.sum() > 0:
             nt = 0
             for t in range(T):
                 avail[t] = type_max[t] - have[t] if type_configured[t] else 0
                 if avail[t] > 0:
-                    cands[nt] = pristine[t]
+                    tcand[nt] = pristine[t]
                     alive[nt] = True
                     valid[nt] = False
                     nt += 1
             room = -1 if max_num_nodes < 0 else max(0, max_num_nodes - nn)
-            won = np.empty(left.sum(), dtype=np.int64)
-            k, left, M1, _, _, _, tmpl = _run_loop(
-                cands, np.int64(nt), alive, valid, tk, did, ks, cls, opts[0], opts[0], slots,
+            won = won_all[: left.sum()]
+            k, left, M1, _, _, _, tmpl = _run_loop_on(
+                tcand, np.int64(nt), alive, valid, tk, did, ks, cls, opts[0], opts[0], slots,
                 src, marks, ghash, implicit, exact, runs, left, rq, gpu_col, conserve_gpu,
-                opts[1] > 0, avail, room, opts[1] > 0, M, won)
+                opts[1] > 0, avail, room, opts[1] > 0, M, won, scr)
             from_tmpl[M - M0: M1 - M0] = tmpl
+            for s in range(M, M1):
+                wc[0][s] += 1
             M = M1
         if left.sum() > 0:                 # all or nothing: put everything back
             bad[g] = True
@@ -246,14 +325,19 @@ def _pack_gangs(nodes, M, g_ptr, g_run, g_cnt, g_shape, shape_row, pristine, typ
             for j in range(nkeep):
                 ghash[keep[0][j]] = np.nan
                 cls[keep[0][j]] = -1
+                wc[0][keep[0][j]] += 1
             M = Mg
             continue
         # The visited nodes go in front (winners first), launches at the end.
-        front -= nb
+        front -= nc                        # the winners are candidates too
         npend = 0
-        for j in range(nb):
-            m = block[j]
-            key[m] = front + j
+        j = front
+        for i in range(nw + nc):
+            m = block[i] if i < nw else cands[i - nw]
+            if i >= nw and won_in[m] == g:
+                continue
+            key[m] = j
+            j += 1
             if status[m] != _RUNNING:
                 pend[npend] = m
                 npend += 1

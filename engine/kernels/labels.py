@@ -65,6 +65,8 @@ def _labels_held(label, slots):
     pairs = np.empty((ptr[n], 2), dtype=np.int64)
     for i in range(n):
         k = ptr[i]
+        if ptr[i + 1] == k:
+            continue                    # no labels: nothing to list
         for j in range(label.shape[1]):
             v = label[slots[i], j]
             if v >= 0:

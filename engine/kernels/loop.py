@@ -109,6 +109,19 @@ def _run_loop(cands, n, alive, valid, tk, did, ks, cls, ncls, strict_from, slots
     entries). Otherwise candidates are nodes; a winner's strict twins may win
     with it. Returns (number of winners in ``won``, new left, new M, number of
     candidates, picks as ev_ptr/ev_tau, template of each new slot)."""
+    scr = _pick_scratch(ncls, src[0].shape[1], runs.shape[0], src[5].shape[1], src[5].dtype,
+                        slots[2].dtype)
+    return _run_loop_on(cands, n, alive, valid, tk, did, ks, cls, ncls, strict_from, slots, src,
+                        marks, ghash, implicit, exact, runs, left, rq, gpu_col, conserve_gpu,
+                        templates, avail, room, batching, M, won, scr)
+
+
+@njit
+def _run_loop_on(cands, n, alive, valid, tk, did, ks, cls, ncls, strict_from, slots, src, marks,
+                 ghash, implicit, exact, runs, left, rq, gpu_col, conserve_gpu, templates, avail,
+                 room, batching, M, won, scr):
+    """_run_loop on the caller's pick scratch (pick.py ``_pick_scratch``, room for
+    ncls classes and the runs)."""
     free, present, placed_res, placed_gpu, placed_any, hist, nhist = src
     label, typ = slots[2], slots[3]
     K = runs.shape[0]
@@ -118,10 +131,13 @@ def _run_loop(cands, n, alive, valid, tk, did, ks, cls, ncls, strict_from, slots
     ev_ptr = np.zeros(16, dtype=np.int64)
     ev_tau = np.zeros((16, K), dtype=np.int64)
     scratch = np.zeros(K, dtype=np.int64)
+    # The units per run of this pick, the counts before it, the runs it changed.
+    buf = np.empty((3, K), dtype=np.int64)
+    tau, old, chg = buf[0], buf[1], buf[2]
+    left = left.copy()                 # lowered in place, pick by pick
     tw = np.empty(max(n, 1), dtype=np.int64)
     from_tmpl = np.empty(won.shape[0], dtype=np.int64)
     cap = cands.shape[0]
-    scr = _pick_scratch(ncls, free.shape[1], K, hist.shape[1], hist.dtype, label.dtype)
     while left.sum() > 0 and alive[:n].any():
         if room >= 0 and nw >= room:
             break
@@ -131,7 +147,8 @@ def _run_loop(cands, n, alive, valid, tk, did, ks, cls, ncls, strict_from, slots
             break
         m = cands[i]
         tslot = m
-        tau = tk[i].copy()
+        for k in range(K):
+            tau[k] = tk[i, k]
         t = typ[m]
         if templates:
             limit = avail[t] if room < 0 else min(avail[t], room - nw)
@@ -172,10 +189,15 @@ def _run_loop(cands, n, alive, valid, tk, did, ks, cls, ncls, strict_from, slots
             nw += 1
         E += 1
         ev_ptr[E] = nw
-        new_left = left - r * tau
+        nchg = 0
+        for k in range(K):
+            old[k] = left[k]
+            left[k] -= r * tau[k]
+            if left[k] != old[k]:
+                chg[nchg] = k
+                nchg += 1
         alive[i] = False
-        _invalidate(valid[:n], tk[:n], np.flatnonzero(left != new_left), left, new_left)
-        left = new_left
+        _invalidate(valid[:n], tk[:n], chg[:nchg], old, left)
         if templates:
             avail[t] -= r
             if avail[t] > 0:
@@ -194,5 +216,5 @@ def _run_loop(cands, n, alive, valid, tk, did, ks, cls, ncls, strict_from, slots
                 alive[n] = True
                 valid[n] = False
                 n += 1
-    return nw, left, M, n, ev_ptr[: E + 1].copy(), ev_tau[:E].copy(), from_tmpl[: M - M0].copy()
+    return nw, left, M, n, ev_ptr[: E + 1], ev_tau[:E], from_tmpl[: M - M0]
 

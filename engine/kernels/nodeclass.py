@@ -13,13 +13,14 @@ from numba.typed import Dict
 from ._jit import njit, njit_leaf
 
 
-@njit
-def _listed(order_row, R):
-    out = np.zeros(R, dtype=np.bool_)
+@njit_leaf
+def _listed(order_row, out):
+    """out (R,): whether each column is in the slot's totals (its dict order)."""
+    for r in range(out.shape[0]):
+        out[r] = False
     for j in range(order_row.shape[0]):
         if order_row[j] >= 0:
             out[order_row[j]] = True
-    return out
 
 
 @njit_leaf
@@ -90,11 +91,10 @@ def _same_key(c, m, tab, slots, src, lm):
 
 
 @njit
-def _class_of(m, tab, slots, src, ghash):
+def _class_of(m, tab, slots, src, ghash, lm):
     """Slot m's class (Ray's NodeStateCache key, compared exactly), founding a
-    new one when no class has its key."""
-    R = slots[0].shape[1]
-    lm = _listed(slots[1][m], R)
+    new one when no class has its key. lm (R,) scratch."""
+    _listed(slots[1][m], lm)
     if np.isnan(ghash[m]):
         ghash[m] = _loose_hash(m, slots, src, lm)
     h = ghash[m]
