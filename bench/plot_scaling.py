@@ -1,7 +1,7 @@
-"""Time per tick against nodes and against pending requests, engine vs Ray 2.60.
+"""Time per tick against nodes, pending requests and request shapes, engine vs Ray 2.60.
 
 Runs compare_ray.run_one (same SchedulingRequest for both, decisions checked
-equal, Ray capped in a forked child) over two sweeps and writes a PNG plot, a
+equal, Ray capped in a forked child) over three sweeps and writes a PNG plot, a
 markdown table and the raw rows as JSON:
 
     python bench/plot_scaling.py --out docs/perf   # -> docs/perf.png, .md, .json
@@ -18,6 +18,7 @@ import compare_ray  # noqa: E402
 
 NODES = (100, 300, 1000, 3000, 10000)          # at 1,000 pending units, 20 shapes
 PENDING = (100, 1000, 10000, 100000)           # at 1,000 nodes, 20 shapes
+SHAPES = (10, 20, 50, 100, 200)                # at 1,000 nodes, 10,000 pending units
 
 
 def sweep(cap: float, repeat: int) -> list[dict]:
@@ -25,13 +26,20 @@ def sweep(cap: float, repeat: int) -> list[dict]:
     engine.warmup()
     rows = []
     for n in NODES:
-        rows.append(dict(compare_ray.run_one(n, 1000, 20, "saturated", 0, repeat, cap),
+        rows.append(dict(compare_ray.run_one(n, 1000, 20, "saturated", 0, repeat, cap,
+                                             engine_repeat=15),
                          sweep="nodes"))
         print(f"nodes {n} done", file=sys.stderr, flush=True)
     for k in PENDING:
-        rows.append(dict(compare_ray.run_one(1000, k, 20, "saturated", 0, repeat, cap),
+        rows.append(dict(compare_ray.run_one(1000, k, 20, "saturated", 0, repeat, cap,
+                                             engine_repeat=15),
                          sweep="pending"))
         print(f"pending {k} done", file=sys.stderr, flush=True)
+    for m in SHAPES:
+        rows.append(dict(compare_ray.run_one(1000, 10000, m, "saturated", 0, repeat, cap,
+                                             engine_repeat=15),
+                         sweep="shapes"))
+        print(f"shapes {m} done", file=sys.stderr, flush=True)
     return rows
 
 
@@ -39,13 +47,17 @@ def plot(rows: list[dict], path: Path, cap: float) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
     for ax, which, xkey, label in ((axes[0], "nodes", "nodes", "nodes (1,000 pending units)"),
                                    (axes[1], "pending", "requests",
-                                    "pending request units (1,000 nodes)")):
+                                    "pending request units (1,000 nodes)"),
+                                   (axes[2], "shapes", "shapes",
+                                    "request shapes (1,000 nodes, 10,000 units)")):
         rs = [r for r in rows if r["sweep"] == which]
         x = [r[xkey] for r in rs]
         ax.plot(x, [r["engine_median_s"] for r in rs], "o-", label="vecsched EngineScheduler")
+        ax.plot(x, [r["engine_timing"]["engine_s"] for r in rs], "o--", color="C0", alpha=0.5,
+                label="  its engine part (decode/encode excluded)")
         ray = [(r[xkey], r["ray_median_s"]) for r in rs if r["ray_median_s"] is not None]
         capped = [r[xkey] for r in rs if r["ray_median_s"] is None]
         ax.plot([a for a, _ in ray], [b for _, b in ray], "s-", label="Ray 2.60 scheduler")
@@ -64,15 +76,17 @@ def plot(rows: list[dict], path: Path, cap: float) -> None:
 
 
 def table(rows: list[dict], cap: float) -> str:
-    out = ["| nodes | pending units | Ray 2.60 median | EngineScheduler median | ratio | decisions equal |",
-           "|---:|---:|---:|---:|---:|---|"]
+    out = ["| nodes | pending units | shapes | Ray 2.60 median | EngineScheduler median "
+           "| engine part | ratio | decisions equal |",
+           "|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         ray = f"{r['ray_median_s']:.3f} s" if r["ray_median_s"] is not None else f"> {cap:g} s"
         ratio = (f"{r['ray_median_s'] / r['engine_median_s']:.0f}x" if r["ray_median_s"]
                  else f"> {cap / r['engine_median_s']:.0f}x")
         eq = {True: "yes", False: "NO", None: "n/a (Ray capped)"}[r["decisions_equal"]]
-        out.append(f"| {r['nodes']} | {r['requests']} | {ray} | "
-                   f"{r['engine_median_s'] * 1000:.1f} ms | {ratio} | {eq} |")
+        out.append(f"| {r['nodes']} | {r['requests']} | {r['shapes']} | {ray} | "
+                   f"{r['engine_median_s'] * 1000:.1f} ms | "
+                   f"{r['engine_timing']['engine_s'] * 1000:.1f} ms | {ratio} | {eq} |")
     return "\n".join(out)
 
 
