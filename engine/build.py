@@ -207,6 +207,7 @@ def build_problem(
     # request. They never decide anything, so each node's k-th private resource
     # shares the pseudo column PRIVATE_PREFIX + k instead of widening every row.
     cols_of = (maps[0].columns(vocab.ids), maps[1].columns(vocab.ids))
+    known = len(vocab)
     named, n_private = new_names(maps[0], maps[1], *cols_of, IMPLICIT_PREFIX)
     for k in named:
         vocab.add(k)
@@ -218,6 +219,8 @@ def build_problem(
     if any_ippr:
         vocab.add("CPU")
         vocab.add("memory")
+    if len(vocab) > known:             # names that got a column since
+        cols_of = (maps[0].columns(vocab.ids), maps[1].columns(vocab.ids))
 
     R, L = len(vocab), len(lvocab)
     names = vocab.names

@@ -6,7 +6,6 @@ when something is wrong is the offending entry located and named.
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
 from operator import itemgetter
 
 import numpy as np
@@ -39,11 +38,6 @@ def _pick(items: list, idx: np.ndarray) -> list:
         return []
     got = itemgetter(*idx.tolist())(items)
     return [got] if idx.size == 1 else list(got)
-
-
-def columns(keys: list, ids: dict) -> np.ndarray:
-    """The column of each name, -1 for a name ``ids`` lacks."""
-    return np.fromiter(map(ids.get, keys, repeat(-1)), np.int64, len(keys))
 
 
 def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray, implicit_prefix: str):
@@ -94,7 +88,8 @@ def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, in
     node_label, node_idle, node_has_ray; lists node_hash, node_private) for the
     running nodes at Problem rows ``rows`` (instance ``inst``, row ``map_rows``
     of the columns' maps; ``maps`` their (total, available, labels) FlatMaps and
-    ``cols_of`` the columns of the first two's names, -1 where none was known).
+    ``cols_of`` the columns of the first two's entries in the final vocabulary,
+    -1 for a private one).
     A resource not in ``vocab`` is one of the node's private ones: its k-th
     (first in its totals, then in its availability) takes the pseudo column
     ``prefix + k``. Returns how many available > total entries there are (Q12)."""
@@ -106,17 +101,14 @@ def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, in
     tot, avm, lab = maps
     (tr, tp), (ar, _) = _spread(rows, tot.lens), _spread(rows, avm.lens)
     tc, ac = cols_of
-    for c, m in ((tc, tot), (ac, avm)):       # names that got a column since
-        late = np.flatnonzero(c < 0)
-        if late.size:
-            c[late] = columns(m.key_at(late), ids)
+
     def where(n) -> int:            # the instance of Problem row n (error messages only)
         return int(inst[np.searchsorted(rows, n)])
 
-    tvals = checked(tot.vals, lambda j: f"instances[{where(tr[j])}].total_resources[{tot.key_at(j)[0]!r}]",
-                    check)
-    avals = checked(avm.vals,
-                    lambda j: f"instances[{where(ar[j])}].available_resources[{avm.key_at(j)[0]!r}]", check)
+    tvals = checked(tot.vals, lambda j: f"instances[{where(tr[j])}]"
+                    f".total_resources[{tot.key_at(j)[0]!r}]", check)
+    avals = checked(avm.vals, lambda j: f"instances[{where(ar[j])}]"
+                    f".available_resources[{avm.key_at(j)[0]!r}]", check)
     # Private resources: the k-th of a node in its totals takes pseudo column k.
     t_priv = np.flatnonzero(tc < 0)
     rl, names, rank = [], [], np.zeros(0, np.int64)

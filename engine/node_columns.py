@@ -16,6 +16,11 @@ from typing import Optional, Sequence
 import numpy as np
 
 
+def columns(keys: list, ids: dict) -> np.ndarray:
+    """The column of each name, -1 for a name ``ids`` lacks."""
+    return np.fromiter(map(ids.get, keys, repeat(-1)), np.int64, len(keys))
+
+
 @dataclass
 class FlatMaps:
     """Maps laid end to end: each entry's key as an index into ``names`` (the
@@ -62,7 +67,7 @@ class FlatMaps:
     def columns(self, ids: dict) -> np.ndarray:
         """Each entry's column in ``ids`` (-1 for a key it lacks), one look-up
         per distinct key."""
-        per_name = np.fromiter(map(ids.get, self.names, repeat(-1)), np.int64, len(self.names))
+        per_name = columns(self.names, ids)
         return per_name[self.kid] if self.kid.size else np.zeros(0, np.int64)
 
     def take(self, rows: np.ndarray, shared: bool = False) -> "FlatMaps":
@@ -120,11 +125,12 @@ class NodeColumns:
         mapped = [i for i, ns in enumerate(nodes) if ns.total is not None]
         on = [nodes[i] for i in mapped]
         ippr = [ns.ippr for ns in nodes]
+        total, available = FlatMaps.of_pair([ns.total for ns in on],
+                                            [ns.available or {} for ns in on])
         return cls(
             type=[ns.type for ns in nodes], status=[ns.status for ns in nodes],
             kind=[ns.kind for ns in nodes], mapped=np.asarray(mapped, np.int64),
-            **dict(zip(("total", "available"), FlatMaps.of_pair(
-                [ns.total for ns in on], [ns.available or {} for ns in on]))),
+            total=total, available=available,
             labels=FlatMaps.of([ns.labels or {} for ns in on]),
             idle_ms=[ns.idle_ms for ns in on], ray_node_id=[ns.ray_node_id for ns in on],
             launch_hash=[ns.launch_hash for ns in on],

@@ -50,11 +50,9 @@ def screen(cols: NodeColumns, type_index: dict, disable_launch_config_check: boo
     kind = _codes(cols.kind, _KIND)
     tcode = _codes(cols.type, type_index)
     sched = np.isin(status, Status.SCHEDULABLE)
-    named = np.fromiter((isinstance(t, str) and t != "" for t in
-                         (cols.type[i] for i in np.flatnonzero(tcode < 0).tolist())),
-                        bool) if (tcode < 0).any() else np.zeros(0, bool)
-    bad_type = np.zeros(n, bool)
-    bad_type[tcode < 0] = ~named
+    bad_type = np.zeros(n, bool)      # configured type names are non-empty strings
+    for i in np.flatnonzero(tcode < 0).tolist():
+        bad_type[i] = not (isinstance(cols.type[i], str) and cols.type[i])
     bad = (status == _BAD) | (sched & ((kind == _BAD) | bad_type))
     if bad.any():
         i = int(np.argmax(bad))

@@ -123,32 +123,48 @@ def _twin_schedule(p, monkeypatch):
         monkeypatch.setattr(Packer, "kernel", True)
 
 
+def capped_against_twin(specs, slack: int, monkeypatch) -> tuple:
+    """Each ``(where, ClusterSpec)``'s Problem, uncapped and with max_num_nodes
+    N + slack, scheduled by the kernels and by their slow twins: the plans must
+    be equal. Returns (groups, infeasible groups, units placed) over all runs."""
+    import dataclasses
+
+    from benchmarks.common import engine_problem
+
+    gangs = infeasible = placed = 0
+    for where, spec in specs:
+        p = engine_problem(spec)
+        for cap in (-1, p.N + slack):
+            q = dataclasses.replace(p, max_num_nodes=cap)
+            fast = schedule(q)
+            _plans_equal(fast, _twin_schedule(q, monkeypatch), where + (cap,))
+            gangs += q.G
+            infeasible += int(fast.gang_infeasible.sum())
+            placed += int(fast.place_count.sum())
+    return gangs, infeasible, placed
+
+
+def bench_on_path() -> None:
+    """bench/benchmarks importable (the seeded cluster generators)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+
 @pytest.mark.parametrize("scenario", ["saturated", "fragmented"])
 def test_kernels_equal_python_packer(scenario, monkeypatch):
     """kernels/gangs.py (all gangs in one call) and kernels/loop.py (a packing
     loop in one call) against their slow twins, on the benchmark clusters with
     many placement groups, many units, and a global node cap that binds part of
     the way through."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    import dataclasses
+    bench_on_path()
+    from benchmarks.common import cluster_pr64175, cluster_v2
 
-    from benchmarks.common import cluster_pr64175, cluster_v2, engine_problem
-
-    gangs_seen = infeasible = placed = 0
-    for seed in range(4):
-        for spec in (cluster_v2(nodes=120, units=3000, shapes=10, scenario=scenario,
-                                seed=seed, gangs=60),
-                     cluster_pr64175(nodes=150, units=1500, scenario=scenario, seed=seed)):
-            p = engine_problem(spec)
-            for cap in (-1, p.N + 15):
-                q = dataclasses.replace(p, max_num_nodes=cap)
-                fast = schedule(q)
-                _plans_equal(fast, _twin_schedule(q, monkeypatch), (scenario, seed, cap))
-                gangs_seen += q.G
-                infeasible += int(fast.gang_infeasible.sum())
-                placed += int(fast.place_count.sum())
+    specs = [((scenario, seed), spec) for seed in range(4)
+             for spec in (cluster_v2(nodes=120, units=3000, shapes=10, scenario=scenario,
+                                     seed=seed, gangs=60),
+                          cluster_pr64175(nodes=150, units=1500, scenario=scenario, seed=seed))]
+    gangs_seen, infeasible, placed = capped_against_twin(specs, 15, monkeypatch)
     assert gangs_seen == 480 and 0 < infeasible < gangs_seen and placed > 10_000
 
 

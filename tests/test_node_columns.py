@@ -12,9 +12,9 @@ import pytest
 
 from engine import ProblemError
 from engine.build import NodeSpec
-from engine.build_nodes import columns, new_names
+from engine.build_nodes import new_names
 from engine.dtypes import IMPLICIT_PREFIX, Kind, Status
-from engine.node_columns import FlatMaps, NodeColumns
+from engine.node_columns import FlatMaps, NodeColumns, columns
 from engine.node_screen import screen
 
 from .raygen import make_request

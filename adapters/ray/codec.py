@@ -23,7 +23,7 @@ from engine.build import NodeSpec, NodeTypeSpec, build_problem
 from engine.node_columns import FlatMaps, NodeColumns
 from engine.ippr import K8S_NEW, K8S_NONE, K8S_OTHER, IpprState
 from engine.requests import GangSpec, RequestSpec
-from engine.dtypes import PRIVATE_PREFIX, Cause, Kind, Status
+from engine.dtypes import PRIVATE_PREFIX, Cause, Status
 from engine.plan import Plan
 from engine.problem import Problem, ProblemError
 
@@ -188,21 +188,10 @@ def _node_columns(req: SchedulingRequest, ippr: bool) -> NodeColumns:
     """Every instance as columns, one attribute over all instances at a time (the
     codec's hot loop: each protobuf map is read once, in its own order)."""
     insts = req.current_instances
-    if ippr:
-        return NodeColumns.of([_node_spec(inst, req, ippr) for inst in insts])
     ims = list(map(_IM, insts))
-    if any(map(is_, ims, repeat(None))):      # no instance-manager record: skipped
-        have = [i for i, im in enumerate(ims) if im is not None]
-        cols = _node_columns_of([insts[i] for i in have], [ims[i] for i in have])
-        n = len(ims)
-        full = NodeColumns(type=[""] * n, status=[None] * n, kind=[Kind.WORKER] * n,
-                           mapped=np.asarray(have, np.int64)[cols.mapped],
-                           total=cols.total, available=cols.available, labels=cols.labels,
-                           idle_ms=cols.idle_ms, ray_node_id=cols.ray_node_id,
-                           launch_hash=cols.launch_hash)
-        for j, i in enumerate(have):
-            full.type[i], full.status[i], full.kind[i] = cols.type[j], cols.status[j], cols.kind[j]
-        return full
+    if ippr or any(map(is_, ims, repeat(None))):   # IPPR states, or an instance without
+        # an instance-manager record: one NodeSpec per instance (rare ticks)
+        return NodeColumns.of([_node_spec(inst, req, ippr) for inst in insts])
     return _node_columns_of(insts, ims)
 
 
