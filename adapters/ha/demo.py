@@ -8,8 +8,10 @@ The run (everything on loopback, in `--out`):
 3. the **world** (simulated cloud + cluster, `world.py`) in its own process, and two
    replica processes started together: exactly one must win the lease;
 4. the leader is held right after it recorded a tick that requests launches and
-   before it calls the cloud, and **SIGKILLed** there (mid-scale-up); it is restarted
-   as a new passive replica;
+   before it calls the cloud, and **SIGKILLed** there (mid-scale-up); once the other
+   replica has taken over (and made those calls), the killed one is restarted as a
+   new passive replica (the new leader waits after its first tick's write meanwhile,
+   so the fault ticks do not depend on how long a restart takes);
 5. the new leader is held right after its lease check, before its record write, and
    **SIGSTOPped** there until the restarted replica has taken the lease over (the TTL
    passes) and is about to write; it is then **resumed**, its write goes out with its

@@ -80,6 +80,14 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
     accepted, changes = _launch_changes(world)
     faults = result["faults"]
     failover = [_failover_s(f, accepted) for f in faults]
+    # Every call the cloud accepted came from the replica that wrote in that epoch
+    # (holders are "<replica>-<pid>"): no passive replica ever reached the cloud.
+    writer_names = {e: {h.rsplit("-", 1)[0] for h in hs} for e, hs in writers.items()}
+    calls_by_leader = all(c["replica"] in writer_names.get(c["epoch"], {c["replica"]})
+                          for c in accepted)
+    recovery = [None if f is None or "next_acquired_at" not in fault else
+                f + fault["at"] - fault["next_acquired_at"]
+                for f, fault in zip(failover, faults)]
     bound = dc.ttl_s + dc.tick_real_s
     stale_calls = [c for c in world["calls"] if c.get("result") == "stale"]
     replays = sum(1 for c in world["calls"] if c.get("result") == "replayed")
@@ -91,6 +99,7 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
         "every_stale_write_rejected": len(stale) >= 1 and len(rejected) == len(stale),
         "one_writer_per_epoch": all(len(h) == 1 for h in writers.values()),
         "epochs_never_go_back": all(a <= b for a, b in zip(written, written[1:])),
+        "cloud_called_only_by_the_leader": calls_by_leader,
         "no_launch_lost": not lost and not never_sent,
         "no_launch_duplicated": not duplicated and not orphaned,
         "no_demand_lost": demand_lost == 0,
@@ -113,6 +122,7 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
         "checks": checks,
         "ok": all(checks.values()),
         "detail": {
+            "recovery_s": recovery,   # the new leader saw its lease -> its first accepted call
             "cloud_instances": len(ha), "reference_cloud_instances": len(ref),
             "launch_calls_replayed": replays,
             "lost": lost, "never_sent": never_sent, "duplicated": duplicated,
