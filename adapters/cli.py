@@ -258,6 +258,8 @@ def main(argv=None) -> int:
     r.add_argument("--launch-failure-rate", type=float, default=0.0,
                    help="probability a launch call fails in the simulated cloud (0)")
     r.set_defaults(fn=_replay)
+    from .ha.cli import register as register_ha_demo
+    register_ha_demo(sub)
     args = ap.parse_args(argv)
     return args.fn(args)
 
