@@ -258,6 +258,10 @@ def main(argv=None) -> int:
     r.add_argument("--launch-failure-rate", type=float, default=0.0,
                    help="probability a launch call fails in the simulated cloud (0)")
     r.set_defaults(fn=_replay)
+    from .kuberay.demo import register as _kuberay_demo
+    from .ray.explain import register as _explain
+    _kuberay_demo(sub)                 # vecsched kuberay-demo (adapters/kuberay/demo.py)
+    _explain(sub)                      # vecsched explain (adapters/ray/explain.py)
     args = ap.parse_args(argv)
     return args.fn(args)
 

@@ -241,6 +241,7 @@ class Sampler:
         self.rows: list = []
         self._stop = threading.Event()
         self._t0 = time.monotonic()
+        self.t0_wall = time.time()          # the wall-clock time of t = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> "Sampler":

@@ -103,6 +103,7 @@ def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
 
     rec: dict = {"phases": []}
     sampler = Sampler(kr).start()
+    rec["t0_wall"] = sampler.t0_wall
 
     def phase(name: str, **extra):
         entry = {"name": name, "t": sampler.now(), **extra}
@@ -180,18 +181,23 @@ def result_json(rec: dict, t0: Optional[float] = None) -> dict:
             groups.setdefault(g, []).append([row["t"], r, row["pods"].get(g, 0)])
     led = rec.get("ledger") or {}
     st = rec.get("stats") or {}
+    t0 = rec.get("t0_wall", 0.0) if t0 is None else t0
+
+    def rel(items):                       # wall-clock "t" -> seconds on the timeline
+        return [dict(e, at_s=round(e["t"] - t0, 3)) for e in items]
+
     return {
         "replicas_timeline": {g: [{"t": t, "replicas": r, "pods": p} for t, r, p in rows]
                               for g, rows in groups.items()},
         "pending_demand_timeline": [{"t": row["t"], "bundles": row["pending_demand"]}
                                     for row in rec.get("timeline", [])],
-        "patches": led.get("patches", []),
-        "conflicts": led.get("conflicts", []),
-        "findings": led.get("findings", []),
-        "stale_reads": led.get("stale_reads", []),
+        "patches": rel(led.get("patches", [])),
+        "conflicts": rel(led.get("conflicts", [])),
+        "findings": rel(led.get("findings", [])),
+        "stale_reads": rel(led.get("stale_reads", [])),
         "ray_check": led.get("ray_check", {}),
         "phases": rec.get("phases", []),
-        "operator_events": rec.get("operator_events", []),
+        "operator_events": rel(rec.get("operator_events", [])),
         "final": rec.get("final"),
         "autoscaler": {k: st.get(k) for k in ("mode", "ticks", "engine_ticks", "engine_errors",
                                               "ray_ticks", "shadow_ticks", "shadow_diff_ticks",

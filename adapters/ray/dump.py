@@ -51,6 +51,19 @@ def _cls(name: str):
     return obj
 
 
+def _message_class(full_name: str):
+    """A protobuf message class by its full name, from Ray's generated modules."""
+    from google.protobuf import descriptor_pool, message_factory
+    from ray.core.generated import (autoscaler_pb2, common_pb2,  # noqa: F401 (register)
+                                    instance_manager_pb2)
+
+    try:
+        desc = descriptor_pool.Default().FindMessageTypeByName(full_name)
+    except KeyError:
+        raise DumpError(f"unknown protobuf message type {full_name!r}") from None
+    return message_factory.GetMessageClass(desc)
+
+
 def _enc(x: Any):
     from google.protobuf.message import Message
 
@@ -63,7 +76,7 @@ def _enc(x: Any):
     if isinstance(x, float):
         return x if math.isfinite(x) else {"@float": repr(x)}
     if isinstance(x, Message):
-        return {"@pb": _name(type(x)),
+        return {"@pb": x.DESCRIPTOR.full_name,
                 "b64": base64.b64encode(x.SerializeToString(deterministic=False)).decode()}
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return {"@dc": _name(type(x)),
@@ -83,7 +96,7 @@ def _dec(x: Any):
     if not isinstance(x, dict):
         return x
     if "@pb" in x:
-        msg = _cls(x["@pb"])()
+        msg = _message_class(x["@pb"])()
         msg.ParseFromString(base64.b64decode(x["b64"]))
         return msg
     if "@dc" in x:
