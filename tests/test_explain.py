@@ -156,6 +156,14 @@ def test_dump_round_trip_is_lossless_and_decides_the_same(tmp_path):
                             monotonic=lambda: 0.0).schedule(back)
         assert decisions(a) == decisions(b), seed
     assert load_dump(path)["context"] == {"upscaling_speed": 2}
+    # the live autoscaler hands over protobuf repeated containers, not lists
+    from ray.core.generated.autoscaler_pb2 import ClusterResourceState
+    req = make_request(3)
+    holder = ClusterResourceState(pending_resource_requests=req.resource_requests)
+    req.resource_requests = holder.pending_resource_requests
+    assert type(req.resource_requests) is not list
+    back = load_request(dump_request(req, str(tmp_path / "live.json")))
+    assert list(back.resource_requests) == list(req.resource_requests)
 
 
 def test_load_refuses_other_files(tmp_path):

@@ -4,7 +4,9 @@ A ``SchedulingRequest`` is a dataclass holding dataclasses (``NodeTypeConfig``,
 ``AutoscalerInstance``, IPPR specs), protobuf messages and plain values. The file is
 JSON: every protobuf message as its serialised bytes (base64) with its type, every
 dataclass by its class and fields, dicts as ordered (key, value) pairs (keys need not
-be strings), tuples and non-finite floats tagged. Loading rebuilds objects that compare
+be strings), tuples and non-finite floats tagged. A protobuf repeated field held
+directly by the request (the GCS reply's lists) comes back as a Python list of the
+same messages, and a protobuf map container as a dict. Loading rebuilds objects that compare
 equal field by field and message by message (``==``), list order included.
 
 Not kept: the iteration order of protobuf *map* fields (resource maps of a node
@@ -26,6 +28,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
 FORMAT = "vecsched-scheduling-request/1"
@@ -81,12 +84,12 @@ def _enc(x: Any):
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return {"@dc": _name(type(x)),
                 "fields": {f.name: _enc(getattr(x, f.name)) for f in dataclasses.fields(x)}}
-    if isinstance(x, dict):
+    if isinstance(x, Mapping):             # dicts, and protobuf map containers
         return {"@map": [[_enc(k), _enc(v)] for k, v in x.items()]}
     if isinstance(x, tuple):
         return {"@tuple": [_enc(v) for v in x]}
-    if isinstance(x, list):
-        return [_enc(v) for v in x]
+    if isinstance(x, (list, Sequence)) and not isinstance(x, (str, bytes)):
+        return [_enc(v) for v in x]        # lists, and protobuf repeated containers
     raise DumpError(f"cannot serialise a {type(x).__name__} ({x!r:.80})")
 
 
