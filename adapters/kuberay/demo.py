@@ -27,27 +27,33 @@ def register(sub) -> None:
     p.set_defaults(fn=main)
 
 
+def _n(pods: dict) -> str:
+    return ", ".join(f"{g}: {len(v)}" for g, v in (pods or {}).items()) + " pods"
+
+
 def checks(rec: dict) -> dict:
     """The scenario's verdicts: name -> (ok, detail)."""
     out = {}
     after = rec.get("after_scale_up") or {}
     out["scale-up through a replicas patch"] = (
         after.get("replicas", {}).get("cpu") == 3 and len(after.get("pods", {}).get("cpu", [])) == 3,
-        after.get("replicas"))
+        f"replicas {after.get('replicas')}, {_n(after.get('pods'))}")
     gone = [c for c in (rec.get("ledger") or {}).get("conflicts", []) if c["kind"] == "ownership"]
     out["external replicas revert reported"] = (
         bool(gone) and gone[0]["field"] == "spec.workerGroupSpecs[0].replicas",
-        gone[0] if gone else None)
+        f"{gone[0]['field']}: autoscaler wrote {gone[0]['autoscaler_wrote']}, found "
+        f"{gone[0]['found']}, writer {gone[0]['writer']}" if gone else None)
     ag = rec.get("after_gitops") or {}
-    out["no random pod deletion"] = (len(ag.get("pods", {}).get("cpu", [])) == 3, ag.get("pods"))
+    out["no random pod deletion"] = (len(ag.get("pods", {}).get("cpu", [])) == 3,
+                                     _n(ag.get("pods")))
     mh = rec.get("after_multi_host") or {}
     out["numOfHosts 2: one replica, two pods"] = (
         mh.get("replicas", {}).get("pair") == 1 and len(mh.get("pods", {}).get("pair", [])) == 2,
-        mh.get("pods"))
+        f"replicas {mh.get('replicas')}, {_n(mh.get('pods'))}")
     fin = rec.get("final") or {}
     out["scale-down to minReplicas"] = (
         len(fin.get("pods", {}).get("cpu", [])) == 1 and not fin.get("pods", {}).get("pair"),
-        fin.get("pods"))
+        _n(fin.get("pods")))
     out["stale reads caught"] = (bool((rec.get("ledger") or {}).get("stale_reads")),
                                  len((rec.get("ledger") or {}).get("stale_reads", [])))
     st = rec.get("stats") or {}

@@ -4,7 +4,10 @@
         the same arguments as ``python ray/autoscaler/v2/monitor.py`` (``--help`` shows
         Ray's own help); installs the engine, then runs Ray's monitor unchanged.
     vecsched-monitor kuberay-autoscaler --cluster-name N --cluster-namespace NS [--gcs-address A]
-        the same as ``ray kuberay-autoscaler`` (KubeRay's autoscaler side-car), after the swap.
+        the same as ``ray kuberay-autoscaler`` (KubeRay's autoscaler side-car), after the swap,
+        with Ray's KubeRay client watched (``adapters/kuberay/sidecar.py``: patches recorded,
+        replicas ownership conflicts, stale reads; ``VECSCHED_RAY_CHECK=1``).
+``VECSCHED_DUMP_DIR``: every tick's request is dumped there (``adapters/ray/dump.py``).
 
 ``ray start --head`` with ``RAY_START_HOOK=adapters.ray.install.ray_start_hook`` runs this
 file by path (``python -u .../adapters/ray/monitor.py <Ray's monitor arguments>``), and the
