@@ -161,13 +161,23 @@ def gang_reasons(ctx: Context, rq: Requests, bad: np.ndarray) -> np.ndarray:
     """(G,) Why of each infeasible gang: the first reason among its (merged) bundle
     rows in the order no-fit, no-label-match, max_num_nodes, max_worker_nodes."""
     why = np.zeros(ctx.p.G, np.int8)
+    gs = np.flatnonzero(bad)
+    rows = [rq.gang_requests(g) for g in gs.tolist()]
+    sizes = np.asarray([len(r) for r in rows], np.int64)
+    if not sizes.sum():
+        return why
     n_nodes = int((ctx.sched[ctx.nodes] != Sched.TO_TERMINATE).sum())
-    rank = {Why.NO_NODE_TYPE_FITS: 0, Why.NO_LABEL_MATCH: 1, Why.MAX_NUM_NODES: 2,
-            Why.MAX_WORKERS: 3}
-    for g in np.flatnonzero(bad).tolist():
-        rows = rq.gang_requests(g)
-        if rows:
-            why[g] = min(_why(ctx, rq, np.asarray(rows), n_nodes).tolist(), key=rank.get)
+    uniq, inv = np.unique(np.concatenate([np.asarray(r, np.int64) for r in rows]),
+                          return_inverse=True)           # one _why call for every bundle
+    rank = np.zeros(5, np.int64)                         # lower rank wins
+    rank[[Why.NO_NODE_TYPE_FITS, Why.NO_LABEL_MATCH, Why.MAX_NUM_NODES, Why.MAX_WORKERS]] = (
+        0, 1, 2, 3)
+    codes = _why(ctx, rq, uniq, n_nodes)[inv.reshape(-1)]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    has = sizes > 0
+    best = np.minimum.reduceat(rank[codes], starts[has])
+    why[gs[has]] = np.asarray([Why.NO_NODE_TYPE_FITS, Why.NO_LABEL_MATCH, Why.MAX_NUM_NODES,
+                               Why.MAX_WORKERS], np.int8)[best]
     return why
 
 

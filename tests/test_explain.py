@@ -118,6 +118,20 @@ def test_idle_nodes_kept_by_min_workers():
     assert "minReplicas (min_workers 2)" in g["why"]
 
 
+def test_free_node_that_ray_does_not_count_idle():
+    """Work done, node not scaling down: all resources free, idle time 0 (objects)."""
+    held = running("c0", "cpu", {"CPU": 4}, idle_ms=0)
+    held.ray_node.node_activity.append("Objects in use: 3")
+    idle = running("c1", "cpu", {"CPU": 4}, idle_ms=600_000)
+    busy = running("c2", "cpu", {"CPU": 4}, {"CPU": 1}, idle_ms=0)
+    req = request([cfg("cpu", {"CPU": 4}, 0, 10)], [held, idle, busy], [], idle_timeout_s=60)
+    res = explain(req)
+    assert res["summary"]["terminate"] == {"IDLE": 1}
+    (g,) = res["groups"]
+    assert g["reason"] == "not_idle_without_resources" and g["why"].startswith("1 node(s)")
+    assert "Objects in use: 3" in g["why"]
+
+
 def test_pods_created_but_not_running():
     req = request([cfg("cpu", {"CPU": 4}, 0, 10)],
                   [pending("a", "cpu", Instance.ALLOCATED), pending("b", "cpu",

@@ -13,7 +13,9 @@ did, and every answer is read from its decision data, not from a second algorith
   ``upscalingMode``, ``AUTOSCALER_MAX_CONCURRENT_LAUNCHES``), computed by Ray's own
   ``Reconciler._compute_to_launch`` on the tick's QUEUED instances plus the engine's
   new launches; nodes requested but not running Ray yet (pods Pending);
-* each group whose idle nodes ``min_workers``/``minReplicas`` kept (``Plan.idle_kept``).
+* each group whose idle nodes ``min_workers``/``minReplicas`` kept (``Plan.idle_kept``),
+  and nodes with every resource free that Ray does not count idle (their idle time is
+  0: referenced objects, tasks that declare no resources), so they never scale down.
 """
 from __future__ import annotations
 
@@ -162,6 +164,7 @@ def explain(request, context: dict | None = None) -> dict:
         out["groups"].append({"group": name, "reason": "not_running_yet",
                               "why": f"{n} node(s) requested from the cloud are not running Ray"
                                      f" yet (on Kubernetes: pods Pending or starting)"})
+    out["groups"] += _busy_without_resources(request, d, p, plan)
     kept = Counter(p.type_names[int(p.node_type[m])] for m in plan.idle_kept.tolist())
     for name, n in sorted(kept.items()):
         t = p.type_names.index(name)
@@ -170,6 +173,32 @@ def explain(request, context: dict | None = None) -> dict:
                                      f"{words.min(int(p.type_min[t]))}"})
     out["context"] = context
     return out
+
+
+def _busy_without_resources(request, d, p, plan) -> list:
+    """Worker nodes with every resource free that Ray does not count idle (idle time 0:
+    referenced objects, a driver, tasks that declare no resources), so no idle timeout
+    ever starts for them."""
+    from engine.dtypes import Kind, Status
+
+    by_type: dict = {}
+    terminated = set(plan.term_node.tolist())
+    for m in range(p.N):
+        if (int(p.node_kind[m]) != Kind.WORKER or int(p.node_status[m]) != Status.RAY_RUNNING
+                or m in terminated or p.node_idle_ms[m] > 0 or not p.node_has_ray[m]):
+            continue
+        if not np.all(p.node_free[m] >= p.node_total[m]):
+            continue                                   # using resources: busy for a reason
+        node = d.instances[int(p.node_source[m])].ray_node
+        why = ", ".join(node.node_activity) if node is not None and node.node_activity else ""
+        by_type.setdefault(p.type_names[int(p.node_type[m])], []).append(why)
+    return [{"group": name, "reason": "not_idle_without_resources",
+             "why": f"{len(acts)} node(s) use no resources but Ray does not count them idle, "
+                    f"so the idle timeout never starts (referenced objects: `ray memory`; "
+                    f"tasks that declare no resources)"
+                    + (f"; Ray says: {'; '.join(sorted(set(a for a in acts if a)))}"
+                       if any(acts) else "")}
+            for name, acts in sorted(by_type.items())]
 
 
 def _held_back(request, plan, p, context: dict) -> list:
