@@ -116,11 +116,14 @@ class LocalKubeRay:
         return self
 
     def stop(self) -> None:
+        """Stop everything this cluster started (and only that). The head gets 5 s after
+        SIGTERM (Ray's own drain would wait up to 30 s), then its process group is
+        killed, and any process whose command line names this cluster's directory."""
         if self.operator is not None:
             self.operator.stop()
         if self.runner is not None:
             self.runner.close()
-        for proc, grace in ((self.sidecar, 10), (self.head, 30)):
+        for proc, grace in ((self.sidecar, 10), (self.head, 5)):
             if proc is not None and proc.poll() is None:
                 _signal_group(proc.pid, signal.SIGTERM)
                 try:
@@ -133,8 +136,27 @@ class LocalKubeRay:
                     proc.wait(5)
                 except subprocess.TimeoutExpired:
                     pass
+        self._kill_leftovers()
         if self.api is not None:
             self.api.stop()
+
+    def _kill_leftovers(self) -> None:
+        import ray  # noqa: F401  (puts Ray's vendored psutil on sys.path)
+        import psutil
+
+        mine = []
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                if p.pid != os.getpid() and self.dir in " ".join(p.info["cmdline"] or ()):
+                    mine.append(p)
+            except psutil.Error:
+                pass
+        for p in mine:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(mine, timeout=5)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -117,21 +117,28 @@ def main(args) -> int:
     os.makedirs(args.out, exist_ok=True)
     t_start = time.monotonic()
     console.print("engine warm-up (numba; the side-car loads the same cache) ...")
-    warmup()
+    times = {"warmup_s": warmup()}
     kr = LocalKubeRay(scenario.demo_cluster(), mode=args.mode, ray_check=args.mode == "engine")
     rec = None
     try:
+        t = time.monotonic()
         kr.start()
-        console.print(f"cluster up in {time.monotonic() - t_start:.1f} s (work dir {kr.dir})")
+        times["cluster_start_s"] = time.monotonic() - t
+        console.print(f"cluster up in {times['cluster_start_s']:.1f} s (work dir {kr.dir})")
+        t = time.monotonic()
         rec = scenario.run(kr, log=console.print)
+        times["scenario_s"] = time.monotonic() - t
     except Exception as e:
         console.print(f"[red]scenario failed:[/red] {e}")
         return 1
     finally:
+        t = time.monotonic()
         kr.stop()
+        times["teardown_s"] = time.monotonic() - t
         if not args.keep:
             kr.cleanup()
     result = scenario.result_json(rec)
+    result["wall"] = {k: round(v, 2) for k, v in times.items()}
     path = os.path.join(args.out, "kuberay.json")
     with open(path, "w") as f:
         json.dump(result, f, indent=1)
@@ -146,6 +153,7 @@ def main(args) -> int:
     console.print(table)
     for p in result["patches"]:
         console.print(f"  patch @ {p['at_s']:5.1f} s: {json.dumps(p['payload'])}")
-    console.print(f"wrote {path} and {png} ({time.monotonic() - t_start:.0f} s in all)")
+    console.print(f"wrote {path} and {png} ({time.monotonic() - t_start:.0f} s in all: "
+                  + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in result["wall"].items()) + ")")
     return 0 if all(ok for ok, _ in verdicts.values()) else 1
 
