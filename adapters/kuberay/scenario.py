@@ -144,7 +144,8 @@ def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
         kr.operator.delete_delay_s = DELETE_DELAY_S
         remove_placement_group(pg)
         remove_placement_group(pg2)
-        kr.api.store.serve_stale("rayclusters", NS, kr.name, 3)
+        # a cache three writes behind: older than anything the side-car read lately
+        kr.api.store.serve_stale("rayclusters", NS, kr.name, 3, back=3)
         kr.wait(lambda: len(kr.pods()["cpu"]) == 1 and not kr.pods()["pair"]
                 and len(_ray_nodes(kr).get("cpu", [])) == 1 and not _ray_nodes(kr).get("pair"),
                 timeout + IDLE_S + DELETE_DELAY_S, "scale-down to minReplicas")

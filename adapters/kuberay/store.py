@@ -19,7 +19,7 @@ KubeRay operator depend on it:
   version"), ``Exact`` matches (410 Gone for an old version).
 
 Fault injection for the regression scenarios: :meth:`Store.serve_stale` makes the next
-n unversioned GETs of one object return its previous version (a lagging cache).
+n unversioned GETs of one object return a version some writes old (a lagging cache).
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ class Store:
         self._rv = 0
         self._objs: Dict[Key, dict] = {}
         self._hist: Dict[Key, deque] = {}
-        self._stale: Dict[Key, int] = {}
+        self._stale: Dict[Key, tuple] = {}    # key -> (GETs left, versions back)
         self._cv = threading.Condition()
 
     def _next_uid(self) -> str:
@@ -144,11 +144,12 @@ class Store:
             obj = self._objs.get(key)
             if obj is None:
                 raise ApiError(404, "NotFound", f'{kind} "{name}" not found')
-            if rv in (None, "") and self._stale.get(key):
-                self._stale[key] -= 1
+            n, back = self._stale.get(key, (0, 1))
+            if rv in (None, "") and n > 0:
+                self._stale[key] = (n - 1, back)
                 hist = self._hist.get(key)
                 if hist:
-                    return copy.deepcopy(hist[-1])
+                    return copy.deepcopy(hist[-min(back, len(hist))])
             return copy.deepcopy(obj)
 
     def list(self, kind: str, ns: str, selector: str = "", *, rv: Optional[str] = None,
@@ -185,10 +186,11 @@ class Store:
             return self._rv
 
     # ---------------------------------------------------------------- writing
-    def serve_stale(self, kind: str, ns: str, name: str, n: int) -> None:
-        """The next ``n`` unversioned GETs of this object return its previous version."""
+    def serve_stale(self, kind: str, ns: str, name: str, n: int, back: int = 1) -> None:
+        """The next ``n`` unversioned GETs of this object return the version ``back``
+        writes before the current one (or the oldest kept): a cache lagging behind."""
         with self._cv:
-            self._stale[(kind, ns, name)] = n
+            self._stale[(kind, ns, name)] = (n, back)
 
     def create(self, kind: str, ns: str, obj: dict, manager: str) -> dict:
         obj = copy.deepcopy(obj)
