@@ -260,6 +260,10 @@ def main(argv=None) -> int:
     r.set_defaults(fn=_replay)
     from .ha.cli import register as register_ha_demo
     register_ha_demo(sub)
+    from .kuberay.demo import register as _kuberay_demo
+    from .ray.explain import register as _explain
+    _kuberay_demo(sub)                 # vecsched kuberay-demo (adapters/kuberay/demo.py)
+    _explain(sub)                      # vecsched explain (adapters/ray/explain.py)
     args = ap.parse_args(argv)
     return args.fn(args)
 

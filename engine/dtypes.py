@@ -87,6 +87,7 @@ class Why:
     NO_NODE_TYPE_FITS = 1     # no configured node type could ever hold one unit
     MAX_WORKERS = 2           # fits a type, but every such type is at max_worker_nodes
     MAX_NUM_NODES = 3         # fits a type, but the global max_num_nodes is reached
+    NO_LABEL_MATCH = 4        # a type has room for it, but none matches its label selector
 
     NAMES = {0: "placed", 1: "no node type fits", 2: "blocked by max_worker_nodes",
-             3: "blocked by max_num_nodes"}
+             3: "blocked by max_num_nodes", 4: "no node type matches its label selector"}

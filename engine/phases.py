@@ -8,6 +8,7 @@ import numpy as np
 from .context import CONSTRAINT, DEMAND, Context
 from .dtypes import CNT, IDX, Cause, Kind, Sched, Status, Why
 from .kernels.gangs import _pack_gangs
+from .kernels.labels import _first_selector
 from .kernels.score import _victim_util
 from .order import PENDING_RANK, gang_order, request_order, victim_order
 from .packer import Packer
@@ -140,13 +141,44 @@ def _run_positions(rq: Requests, p, rows: list) -> list:
 
 def _why(ctx: Context, rq: Requests, qs: np.ndarray, n_nodes: int) -> np.ndarray:
     """Why each request row in ``qs`` kept units unplaced: no configured type
-    holds one unit, else the global node cap, else the per-type caps."""
+    holds one unit, else no such type matches its label selectors, else the global
+    node cap, else the per-type caps."""
     p = ctx.p
+    qs = np.asarray(qs, np.int64)
     need = rq.table.qty[qs][:, None, :]                        # (n, 1, R)
     fits = p.type_configured[None, :] & np.all((need <= 0) | (p.type_free[None] >= need), axis=2)
+    labelled = fits.copy()
+    for i in np.flatnonzero(rq.has_sel[qs] & fits.any(axis=1)).tolist():
+        for t in np.flatnonzero(fits[i]).tolist():        # the kernel's own test, in Python
+            labelled[i, t] = _first_selector.py_func(p.type_label[t], int(qs[i]), rq.kernel) >= 0
     capped = p.max_num_nodes >= 0 and n_nodes >= p.max_num_nodes
     return np.where(~fits.any(axis=1), Why.NO_NODE_TYPE_FITS,
-                    Why.MAX_NUM_NODES if capped else Why.MAX_WORKERS).astype(np.int8)
+                    np.where(~labelled.any(axis=1), Why.NO_LABEL_MATCH,
+                             Why.MAX_NUM_NODES if capped else Why.MAX_WORKERS)).astype(np.int8)
+
+
+def gang_reasons(ctx: Context, rq: Requests, bad: np.ndarray) -> np.ndarray:
+    """(G,) Why of each infeasible gang: the first reason among its (merged) bundle
+    rows in the order no-fit, no-label-match, max_num_nodes, max_worker_nodes."""
+    why = np.zeros(ctx.p.G, np.int8)
+    gs = np.flatnonzero(bad)
+    rows = [rq.gang_requests(g) for g in gs.tolist()]
+    sizes = np.asarray([len(r) for r in rows], np.int64)
+    if not sizes.sum():
+        return why
+    n_nodes = int((ctx.sched[ctx.nodes] != Sched.TO_TERMINATE).sum())
+    uniq, inv = np.unique(np.concatenate([np.asarray(r, np.int64) for r in rows]),
+                          return_inverse=True)           # one _why call for every bundle
+    rank = np.zeros(5, np.int64)                         # lower rank wins
+    rank[[Why.NO_NODE_TYPE_FITS, Why.NO_LABEL_MATCH, Why.MAX_NUM_NODES, Why.MAX_WORKERS]] = (
+        0, 1, 2, 3)
+    codes = _why(ctx, rq, uniq, n_nodes)[inv.reshape(-1)]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    has = sizes > 0
+    best = np.minimum.reduceat(rank[codes], starts[has])
+    why[gs[has]] = np.asarray([Why.NO_NODE_TYPE_FITS, Why.NO_LABEL_MATCH, Why.MAX_NUM_NODES,
+                               Why.MAX_WORKERS], np.int8)[best]
+    return why
 
 
 # ---- §3.6 the request_resources() constraint ------------------------------------------
@@ -296,14 +328,15 @@ def release_pending_idle(ctx: Context, since: dict) -> None:
 
 
 # ---- §5.2 idle termination --------------------------------------------------------------
-def idle_termination(ctx: Context) -> None:
+def idle_termination(ctx: Context) -> np.ndarray:
     """Nodes idle past their timeout, needed by nothing, are terminated, visiting
     nodes in victim order; a type keeps min_worker_nodes. Vectorised: within a
-    type, the eligible nodes taken are the first (count - min) in that order."""
+    type, the eligible nodes taken are the first (count - min) in that order.
+    Returns the eligible nodes min_worker_nodes kept."""
     p = ctx.p
     nodes = ctx.nodes
     if not len(nodes):
-        return
+        return np.zeros(0, IDX)
     util = np.zeros(ctx.M)
     util[nodes] = _victim_util(ctx.total, ctx.order, ctx.free, ctx.present,
                                nodes.astype(np.int64))
@@ -327,3 +360,4 @@ def idle_termination(ctx: Context) -> None:
         rank[sel] = np.arange(sel.size)
     for m in cand[rank < room[ct]].tolist():
         ctx.terminate(m, Cause.IDLE, int(ctx.idle[m]))
+    return cand[rank >= room[ct]]               # idle past the timeout, kept by min workers

@@ -36,6 +36,10 @@ class Plan:
     constraint_infeasible: bool = False  # the request_resources() constraint cannot be met
     gang_infeasible: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # (G,)
     gang_order: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))   # (G,)
+    gang_why: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    # (G,) dtypes.Why of each infeasible gang (0 for placed ones)
+    idle_kept: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    # (k,) Problem nodes idle past their timeout that min_worker_nodes kept
     pending_since: dict = field(default_factory=dict)   # type -> timestamps (§5.1)
     ippr_send: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     # (K,) nodes with an in-place resize to send, in list order (§4.4)

@@ -10,8 +10,8 @@ from . import ippr
 from .context import Context
 from .dtypes import CNT, IDX, QTY, Sched, Status
 from .phases import (enforce_constraint, enforce_max_global, enforce_max_per_type,
-                     enforce_min_workers, idle_termination, pending_idle, release_pending_idle,
-                     sched_gangs, sched_requests, terminate_outdated)
+                     enforce_min_workers, gang_reasons, idle_termination, pending_idle,
+                     release_pending_idle, sched_gangs, sched_requests, terminate_outdated)
 from .requests_view import Requests
 from .plan import Plan
 from .problem import Problem
@@ -44,7 +44,9 @@ def schedule(problem: Problem, *, mode: str = "ray-compat",
     tracking = not math.isnan(problem.pending_idle_timeout_s)
     if tracking:
         since = pending_idle(ctx, {k: list(v) for k, v in (pending_since or {}).items()}, now_s)
-    idle_termination(ctx)
+    gang_why = gang_reasons(ctx, rq, gang_bad) if gang_bad.any() else np.zeros(len(gang_bad),
+                                                                                 np.int8)
+    kept = idle_termination(ctx)
     if tracking:
         release_pending_idle(ctx, since)
     plan = _assemble(ctx, run_order, infeasible, why, placements)
@@ -54,7 +56,8 @@ def schedule(problem: Problem, *, mode: str = "ray-compat",
     return dataclasses.replace(plan, ippr_send=np.asarray(send, IDX),
                                ippr_queued=np.asarray(queued, bool),
                                constraint_infeasible=constraint_bad,
-                               gang_infeasible=gang_bad,
+                               gang_infeasible=gang_bad, gang_why=gang_why,
+                               idle_kept=np.asarray(kept[kept < problem.N], IDX),
                                gang_order=np.asarray(gang_order, IDX), pending_since=since)
 
 

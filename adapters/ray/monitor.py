@@ -4,7 +4,10 @@
         the same arguments as ``python ray/autoscaler/v2/monitor.py`` (``--help`` shows
         Ray's own help); installs the engine, then runs Ray's monitor unchanged.
     vecsched-monitor kuberay-autoscaler --cluster-name N --cluster-namespace NS [--gcs-address A]
-        the same as ``ray kuberay-autoscaler`` (KubeRay's autoscaler side-car), after the swap.
+        the same as ``ray kuberay-autoscaler`` (KubeRay's autoscaler side-car), after the swap,
+        with Ray's KubeRay client watched (``adapters/kuberay/sidecar.py``: patches recorded,
+        replicas ownership conflicts, stale reads; ``VECSCHED_RAY_CHECK=1``).
+``VECSCHED_DUMP_DIR``: every tick's request is dumped there (``adapters/ray/dump.py``).
 
 ``ray start --head`` with ``RAY_START_HOOK=adapters.ray.install.ray_start_hook`` runs this
 file by path (``python -u .../adapters/ray/monitor.py <Ray's monitor arguments>``), and the
@@ -34,10 +37,14 @@ from typing import List, Optional
 
 def _logs_dir(argv: List[str]) -> Optional[str]:
     """``--logs-dir`` from Ray's monitor arguments, without consuming anything."""
+    return _arg(argv, "--logs-dir")
+
+
+def _arg(argv: List[str], flag: str) -> Optional[str]:
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--logs-dir")
+    p.add_argument(flag, dest="value")
     known, _ = p.parse_known_args(argv)
-    return known.logs_dir
+    return known.value
 
 
 def _install(stats_path: Optional[str]):
@@ -57,6 +64,10 @@ def run_monitor(argv: List[str]) -> None:
     if not any(a in ("-h", "--help") for a in argv):
         logs_dir = _logs_dir(argv)
         _install(os.path.join(logs_dir, STATS_FILE_NAME) if logs_dir else None)
+        from adapters.ray.dump import install_dumps, monitor_context
+
+        config = _arg(argv, "--autoscaling-config")
+        install_dumps(lambda: monitor_context(config))     # VECSCHED_DUMP_DIR, if set
     sys.argv = ["ray/autoscaler/v2/monitor.py", *argv]
     runpy.run_module("ray.autoscaler.v2.monitor", run_name="__main__", alter_sys=True)
 
@@ -74,6 +85,14 @@ def run_kuberay(argv: List[str]) -> None:
                    help="host:port of the GCS (default <node ip>:6379)")
     args = p.parse_args(argv)
     _install(None)           # the log dir is only known inside; use VECSCHED_STATS_FILE
+    # Ray's KubeRay client, watched: patches as sent, replicas ownership conflicts,
+    # stale reads; VECSCHED_RAY_CHECK=1 also runs Ray's scheduler (adapters/kuberay).
+    from adapters.kuberay.sidecar import dump_context, prepare
+    from adapters.ray.dump import install_dumps
+    from adapters.ray.install import ENV_STATS_FILE
+
+    ledger = prepare(os.environ.get(ENV_STATS_FILE))
+    install_dumps(lambda: dump_context(ledger))         # VECSCHED_DUMP_DIR, if set
     from ray.autoscaler._private.kuberay.run_autoscaler import run_kuberay_autoscaler
 
     run_kuberay_autoscaler(args.cluster_name, args.cluster_namespace, args.gcs_address)

@@ -1,0 +1,273 @@
+"""What ``vecsched-monitor kuberay-autoscaler`` adds around Ray's own KubeRay code.
+
+Ray 2.60's side-car is unchanged: its ``AutoscalingConfigProducer`` reads the RayCluster,
+its ``KubeRayProvider`` turns launches and terminations into JSON patches of
+``replicas`` and ``scaleStrategy.workersToDelete``. :func:`prepare` swaps in, for both,
+a subclass of Ray's ``KubernetesHttpApiClient`` (same requests, same bodies) that:
+
+* records every PATCH as sent, with the resourceVersion it produced;
+* reports an **ownership conflict** when a read of the RayCluster shows a
+  ``spec.workerGroupSpecs[i].replicas`` other than the value the autoscaler last wrote:
+  ``replicas`` belongs to the autoscaler (people own ``minReplicas``/``maxReplicas``);
+  the report names the field, both values and the writer (from ``managedFields``);
+* reports ``replicas`` outside [minReplicas, maxReplicas] (the operator clamps it);
+* detects a **stale read** (a RayCluster older than one already seen) and reads again
+  with ``?resourceVersion=<newest seen>`` (the API server's "not older than"), so
+  Ray's provider never builds a patch from an old ``workersToDelete``/``replicas``.
+
+With ``VECSCHED_RAY_CHECK=1`` in engine mode, Ray's own ``ResourceDemandScheduler``
+also runs every tick on a copy of the request and any difference is counted and logged
+(shadow mode with the roles swapped: the engine acts). Everything goes to a JSON file,
+``VECSCHED_KUBERAY_FILE`` (default ``vecsched_kuberay.json`` beside the stats file).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from typing import Optional
+
+logger = logging.getLogger(__name__)
+
+ENV_FILE = "VECSCHED_KUBERAY_FILE"
+ENV_RAY_CHECK = "VECSCHED_RAY_CHECK"
+FILE_NAME = "vecsched_kuberay.json"
+_REPLICAS = re.compile(r"^/spec/workerGroupSpecs/(\d+)/replicas$")
+
+
+def _rv(obj) -> Optional[int]:
+    try:
+        return int(obj["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _owner(cr: dict, exclude: Optional[str]) -> Optional[str]:
+    """The manager that last wrote ``spec.workerGroupSpecs`` (other than ``exclude``)."""
+    best = None
+    for e in (cr.get("metadata") or {}).get("managedFields") or []:
+        f = (e.get("fieldsV1") or {}).get("f:spec") or {}
+        if "f:workerGroupSpecs" in f and e.get("manager") != exclude:
+            if best is None or (e.get("time") or "") >= (best.get("time") or ""):
+                best = e
+    return best.get("manager") if best else None
+
+
+class Ledger:
+    """The side-car's record: patches, conflicts, stale reads, Ray cross-check."""
+
+    def __init__(self, path: Optional[str], clock=time.time):
+        self.path, self.clock = path, clock
+        self.patches: list = []
+        self.conflicts: list = []
+        self.findings: list = []
+        self.stale_reads: list = []
+        self.check = {"ticks": 0, "diff_ticks": 0, "known_divergence_ticks": 0,
+                      "errors": 0, "last_diff": []}
+        self.last_cluster: Optional[dict] = None
+        self._ours: dict = {}             # group -> replicas the autoscaler last wrote
+        self._our_manager: Optional[str] = None
+        self._newest = -1
+        self._reported: set = set()
+        self._lock = threading.RLock()
+
+    # ---------------------------------------------------------------- client events
+    def on_patch(self, path: str, payload, content_type: str, response: dict) -> None:
+        with self._lock:
+            rv = _rv(response)
+            self.patches.append({"t": self.clock(), "path": path,
+                                 "content_type": content_type, "payload": payload,
+                                 "resource_version": rv})
+            if rv is not None:
+                self._newest = max(self._newest, rv)
+            groups = (response.get("spec") or {}).get("workerGroupSpecs") or []
+            for op in payload if isinstance(payload, list) else []:
+                m = _REPLICAS.match(op.get("path", ""))
+                if m and op.get("op") in ("replace", "add") and int(m.group(1)) < len(groups):
+                    self._ours[groups[int(m.group(1))]["groupName"]] = op.get("value")
+                    self._our_manager = _owner(response, None)
+            self.last_cluster = response
+            self._write()
+
+    def fresh(self, obj: dict, reread) -> dict:
+        """A RayCluster read: re-read it if it is older than one already seen."""
+        with self._lock:
+            rv = _rv(obj)
+            if rv is not None and rv < self._newest:
+                entry = {"t": self.clock(), "got": rv, "newest_seen": self._newest}
+                obj = reread(self._newest)
+                entry["reread"] = _rv(obj)
+                self.stale_reads.append(entry)
+                logger.warning("vecsched kuberay: stale RayCluster read (resourceVersion %s, "
+                               "%s already seen); read again at resourceVersion >= %s",
+                               rv, self._newest, self._newest)
+            rv = _rv(obj)
+            if rv is not None:
+                self._newest = max(self._newest, rv)
+            self._check_ownership(obj)
+            self.last_cluster = obj
+            self._write()
+            return obj
+
+    def _check_ownership(self, cr: dict) -> None:
+        name = (cr.get("metadata") or {}).get("name")
+        for i, g in enumerate((cr.get("spec") or {}).get("workerGroupSpecs") or []):
+            group, rep = g.get("groupName"), g.get("replicas", 1)
+            field = f"spec.workerGroupSpecs[{i}].replicas"
+            if group in self._ours and rep != self._ours[group]:
+                writer = _owner(cr, self._our_manager) or "unknown"
+                c = {"t": self.clock(), "kind": "ownership", "cluster": name,
+                     "field": field, "group": group, "autoscaler_wrote": self._ours[group],
+                     "found": rep, "writer": writer, "resource_version": _rv(cr)}
+                self.conflicts.append(c)
+                logger.warning(
+                    "vecsched kuberay: ownership conflict on RayCluster %s: %s (group %s) is "
+                    "%s, but the autoscaler set it to %s; last written by %r. replicas "
+                    "belongs to the autoscaler; people own minReplicas/maxReplicas. Exclude "
+                    "%s from GitOps sync (e.g. Argo CD ignoreDifferences with "
+                    "RespectIgnoreDifferences=true).", name, field, group, rep,
+                    self._ours[group], writer, field)
+                self._ours[group] = rep          # report each change once
+            lo, hi = g.get("minReplicas", 0), g.get("maxReplicas")
+            if (rep < lo or (hi is not None and rep > hi)) and \
+                    (group, rep, lo, hi) not in self._reported:
+                self._reported.add((group, rep, lo, hi))
+                self.findings.append({"t": self.clock(), "kind": "replicas_out_of_range",
+                                      "cluster": name, "field": field, "group": group,
+                                      "replicas": rep, "minReplicas": lo, "maxReplicas": hi})
+                logger.warning("vecsched kuberay: %s (group %s) is %s, outside [minReplicas %s,"
+                               " maxReplicas %s]; the operator runs the clamped count", field,
+                               group, rep, lo, hi)
+
+    # ---------------------------------------------------------------- cross-check
+    def on_check(self, tick: int, diff: list, quirk: Optional[str]) -> None:
+        with self._lock:
+            self.check["ticks"] += 1
+            if diff:
+                self.check["diff_ticks"] += 1
+                if quirk:
+                    self.check["known_divergence_ticks"] += 1
+                self.check["last_diff"] = [f"tick {tick}"] + diff
+                logger.warning("vecsched ray-check: tick %d, Ray's scheduler differs from the "
+                               "engine: %s", tick, "; ".join(diff))
+            self._write()
+
+    def on_check_error(self) -> None:
+        with self._lock:
+            self.check["errors"] += 1
+            self._write()
+
+    # ---------------------------------------------------------------- output
+    def snapshot(self) -> dict:
+        with self._lock:
+            return copy.deepcopy({"pid": os.getpid(), "updated_at": self.clock(),
+                                  "patches": self.patches, "conflicts": self.conflicts,
+                                  "findings": self.findings, "stale_reads": self.stale_reads,
+                                  "ray_check": self.check})
+
+    def _write(self) -> None:
+        if not self.path:
+            return
+        try:
+            d = os.path.dirname(os.path.abspath(self.path))
+            os.makedirs(d, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".vecsched_kuberay.", dir=d)
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.snapshot(), f, indent=1)
+            os.replace(tmp, self.path)
+        except Exception:
+            logger.exception("vecsched kuberay: cannot write %s", self.path)
+
+
+def tracking_client(base: type, ledger: Ledger) -> type:
+    """Ray's ``KubernetesHttpApiClient`` with the ledger watching RayCluster reads/patches."""
+
+    class TrackingKubernetesHttpApiClient(base):
+        def get(self, path: str):
+            out = super().get(path)
+            if path.startswith("rayclusters/") and "?" not in path and isinstance(out, dict):
+                out = ledger.fresh(out, lambda rv: base.get(
+                    self, f"{path}?resourceVersion={rv}"))
+            return out
+
+        def patch(self, path: str, payload, content_type: str = "application/json-patch+json"):
+            out = super().patch(path, payload, content_type)
+            if path.startswith("rayclusters/") and isinstance(out, dict):
+                ledger.on_patch(path, payload, content_type, out)
+            return out
+
+    return TrackingKubernetesHttpApiClient
+
+
+def ray_checked(cls: type, ledger: Ledger) -> type:
+    """The installed scheduler class, also running Ray's scheduler on a copy each tick."""
+    from ray.autoscaler.v2.scheduler import ResourceDemandScheduler
+
+    from adapters.ray.compare import ray_quirk, reply_diff
+
+    class RayChecked(cls):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self._ray_check = ResourceDemandScheduler(None)
+
+        def schedule(self, request):
+            twin = copy.deepcopy(request)
+            reply = super().schedule(request)
+            try:
+                ray_reply = self._ray_check.schedule(twin)
+                ledger.on_check(self.counters["ticks"], reply_diff(ray_reply, reply),
+                                ray_quirk(ray_reply))
+            except Exception:
+                logger.exception("vecsched ray-check: Ray's scheduler failed")
+                ledger.on_check_error()
+            return reply
+
+    RayChecked.__name__, RayChecked.__qualname__ = cls.__name__, cls.__qualname__
+    return RayChecked
+
+
+def prepare(stats_path: Optional[str] = None) -> Ledger:
+    """Install the tracking client (and, if asked, the Ray cross-check) in this process.
+    Call after ``adapters.ray.install.install()`` and before Ray's side-car starts."""
+    import ray.autoscaler.v2.autoscaler as autoscaler_module
+    from ray.autoscaler._private.kuberay import node_provider
+    from ray.autoscaler.v2.instance_manager.cloud_providers.kuberay import cloud_provider
+
+    from adapters.ray.install import installed
+
+    path = os.environ.get(ENV_FILE) or (
+        os.path.join(os.path.dirname(stats_path), FILE_NAME) if stats_path else None)
+    ledger = Ledger(path)
+    client = tracking_client(node_provider.KubernetesHttpApiClient, ledger)
+    node_provider.KubernetesHttpApiClient = client       # AutoscalingConfigProducer
+    cloud_provider.KubernetesHttpApiClient = client      # KubeRayProvider (+ IPPR)
+    cls = installed()
+    if cls is not None and cls.mode == "engine" and os.environ.get(ENV_RAY_CHECK) == "1":
+        autoscaler_module.ResourceDemandScheduler = ray_checked(cls, ledger)
+    ledger._write()
+    return ledger
+
+
+def dump_context(ledger: Ledger) -> dict:
+    """What ``vecsched explain`` needs beside the request: the launch limits in force."""
+    from ray.autoscaler._private.constants import AUTOSCALER_MAX_CONCURRENT_LAUNCHES
+
+    out = {"max_concurrent_launches": AUTOSCALER_MAX_CONCURRENT_LAUNCHES,
+           "source": "kuberay"}
+    cr = ledger.last_cluster
+    if cr:
+        from ray.autoscaler._private.kuberay.autoscaling_config import (
+            _derive_autoscaling_config_from_ray_cr)
+        try:
+            cfg = _derive_autoscaling_config_from_ray_cr(cr)
+            out["upscaling_speed"] = cfg.get("upscaling_speed")
+            out["upscaling_mode"] = (cr["spec"].get("autoscalerOptions") or {}).get(
+                "upscalingMode", "Default")
+        except Exception:
+            pass
+    return out
