@@ -53,7 +53,7 @@ def _replay(args) -> int:
 
     from engine import warmup
     from engine.problem import ProblemError
-    from engine.traces import TraceError
+    from adapters.traces import TraceError
 
     from .replay import DEFAULT_WINDOW, Replay, ReplayConfig, Window, load
     from .replay_sched import NAMES, make

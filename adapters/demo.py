@@ -12,7 +12,7 @@ import numpy as np
 from engine import schedule, warmup
 from engine.build import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
 from engine.dtypes import Kind, Status
-from engine.traces import (bundled_trace, demand_shape, read_demand, read_worker_groups,
+from adapters.traces import (bundled_trace, demand_shape, read_demand, read_worker_groups,
                            worker_group_specs)
 
 GIB = float(2 ** 30)

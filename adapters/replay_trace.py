@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.build import NodeTypeSpec
-from engine.traces import (ACCELERATOR_PREFIX, BUNDLED, DEFAULT_TRACE, TRACES, TraceError,
+from adapters.traces import (ACCELERATOR_PREFIX, BUNDLED, DEFAULT_TRACE, TRACES, TraceError,
                            bundled, bundled_trace, demand_shape, gpu_spec_options,
                            or_list_count, read_demand, read_worker_groups, validate_demand,
                            validate_worker_groups, worker_group_specs)

@@ -11,7 +11,7 @@ import pytest
 
 from adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, Window, load, replay
 from adapters.replay_sched import make
-from engine.traces import TraceError, bundled, write_demand
+from adapters.traces import TraceError, bundled, write_demand
 
 # The last 150 openb pods, 200x arrivals: ~30 instances, ~170 ticks, well under a second.
 SMALL = Window(start=None, pods=150, arrival_scale=200.0)
