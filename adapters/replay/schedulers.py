@@ -5,6 +5,10 @@
                                            wall time of the scheduler call proper
     scheduler.after(state, decision)       after the decision was applied (the Ray check)
 
+``decide`` is ``prepare`` (the scheduler's input, e.g. the protobuf request: untimed),
+``run`` (the call proper: timed) and ``decision`` (its output as a Decision); a
+benchmark times ``run`` on prepared inputs (bench/benchmarks/bench_traces.py).
+
 ``TickState`` is the cluster as one autoscaler tick sees it, in the engine's plain specs
 (``NodeTypeSpec`` / ``NodeSpec`` / ``RequestSpec`` / ``GangSpec``) plus the instance id of
 every node. The engine and Ray are both handed the protobuf ``SchedulingRequest`` that
@@ -143,7 +147,38 @@ def _sequential(prefix: str) -> Callable[[], str]:
     return lambda: f"{prefix}{next(n):08d}"
 
 
-class EngineSched:
+class _Scheduler:
+    """``decide`` = ``decision(run(prepare(state)))``, with ``run`` timed."""
+    name = "?"
+    check = None
+    seconds = 0.0
+
+    def start(self, clock: Callable[[], int]) -> None:
+        pass
+
+    def prepare(self, state: TickState):
+        return state
+
+    def run(self, prepared):
+        raise NotImplementedError
+
+    def decision(self, out, prepared, state: TickState) -> Decision:
+        raise NotImplementedError
+
+    def decide(self, state: TickState) -> Decision:
+        prepared = self.prepare(state)
+        t0 = time.perf_counter()
+        try:
+            out = self.run(prepared)
+        finally:
+            self.seconds = time.perf_counter() - t0
+        return self.decision(out, prepared, state)
+
+    def after(self, state: TickState, decision: Decision) -> None:
+        pass
+
+
+class EngineSched(_Scheduler):
     """The engine through ``EngineScheduler`` (see the module docstring). With
     ``check_ray`` Ray's scheduler decides every tick's request too (untimed) and the
     ticks whose decisions differ are counted. ``scheduler_kwargs`` go to
@@ -156,8 +191,6 @@ class EngineSched:
         self.name = name or type(self).name
         self.check = RayCheck() if check_ray else None
         self._cls, self._kwargs = EngineScheduler, scheduler_kwargs
-        self.sched = None
-        self.seconds = 0.0
         self.request = None
         self.start(lambda: 0)
 
@@ -169,13 +202,14 @@ class EngineSched:
         if self.check is not None:
             self.check.start(clock)
 
-    def decide(self, state: TickState) -> Decision:
+    def prepare(self, state: TickState):
         self.request = ray_request(state)
-        t0 = time.perf_counter()
-        try:
-            reply = self.sched.schedule(self.request)
-        finally:
-            self.seconds = time.perf_counter() - t0
+        return self.request
+
+    def run(self, request):
+        return self.sched.schedule(request)
+
+    def decision(self, reply, request, state: TickState) -> Decision:
         return reply_decision(reply)
 
     def after(self, state: TickState, decision: Decision) -> None:
@@ -183,25 +217,17 @@ class EngineSched:
             self.check.compare(self.request, decision)
 
 
-class BaselineSched:
+class BaselineSched(_Scheduler):
+    """The first-fit-decreasing baseline; its ``build_problem`` is timed with it (it is
+    the baseline's own decoding)."""
     name = "baseline"
-    check = None
-    seconds = 0.0
 
-    def start(self, clock) -> None:
-        pass
+    def run(self, state: TickState):
+        p = _problem(state)
+        return schedule_baseline(p), p
 
-    def decide(self, state: TickState) -> Decision:
-        t0 = time.perf_counter()
-        try:
-            p = _problem(state)
-            plan = schedule_baseline(p)
-        finally:
-            self.seconds = time.perf_counter() - t0
-        return _from_plan(plan, p, state)
-
-    def after(self, state, decision) -> None:
-        pass
+    def decision(self, out, state, _state) -> Decision:
+        return _from_plan(out[0], out[1], state)
 
 
 def _from_plan(plan, problem, state: TickState) -> Decision:
@@ -238,29 +264,24 @@ class _RayOnClock:
             return self._rds.schedule(request)
 
 
-class RaySched:
+class RaySched(_Scheduler):
     """Ray 2.60's own ResourceDemandScheduler (needs ``pip install vecsched[ray]``)."""
     name = "ray"
-    check = None
 
     def __init__(self):
         self._ray = _RayOnClock()
-        self.seconds = 0.0
 
     def start(self, clock) -> None:
         self._ray.start(clock)
 
-    def decide(self, state: TickState) -> Decision:
-        request = ray_request(state)
-        t0 = time.perf_counter()
-        try:
-            reply = self._ray.schedule(request)
-        finally:
-            self.seconds = time.perf_counter() - t0
-        return reply_decision(reply)
+    def prepare(self, state: TickState):
+        return ray_request(state)
 
-    def after(self, state, decision) -> None:
-        pass
+    def run(self, request):
+        return self._ray.schedule(request)
+
+    def decision(self, reply, request, state: TickState) -> Decision:
+        return reply_decision(reply)
 
 
 @dataclass
