@@ -4,14 +4,14 @@ Each benchmark replays a window of the bundled openb trace (``adapters.replay``:
 instance lifecycle on a simulated cloud and clock) once per worker-group set and per
 scheduler, in ``setup_cache``, recording the scheduler's input of every tick. Then:
 
-- ``time_tick`` times the scheduler call proper on the recorded ticks, one tick per
+- ``TraceReplay.time_tick`` times the scheduler call proper on the recorded ticks, one tick per
   call, cycling through the window with ONE scheduler object (for the engine,
   ``EngineScheduler.schedule`` on the tick's protobuf request: decode, engine, encode;
   its vocabulary and caches carry over as in production; for the baseline its
   ``build_problem`` and packing). asv's median is the median tick.
-- ``track_node_hours``, ``track_gpu_hours``, ``track_pending_p95_s`` are the replay's
-  quality figures (``adapters/replay/metrics.py``), ``track_tick_p50_ms`` the median
-  tick as the replay measured it.
+- ``TraceQuality.track_node_hours``, ``track_gpu_hours``, ``track_pending_p95_s`` are
+  the replay's quality figures (``adapters/replay/metrics.py``), ``track_tick_p50_ms``
+  the median tick as the replay measured it.
 
 The schedulers are every registered one of ``BENCHED`` (an efficient mode registered in
 ``adapters.replay.schedulers.SCHEDULERS`` as "efficient" is picked up with no change
@@ -20,7 +20,8 @@ figures, are the engine's (``--check-ray``), and its speed is ``compare_ray.py``
 
 Windows are small so ``asv run --quick`` (bench/smoke.sh, CI) stays short: the last
 300 openb pods at 200x arrivals (about 180 ticks; every replay is deterministic).
-``TraceReplayGangs`` adds the seeded gang overlay (``--gangs 0.2``) on the openb groups.
+``TraceReplayGangs`` / ``TraceQualityGangs`` add the seeded gang overlay (``--gangs
+0.2``) on the openb groups.
 """
 from __future__ import annotations
 
@@ -71,20 +72,31 @@ def _replay_all(params, gangs: float) -> dict:
     return {(g, s): _replay(g, s, gangs) for g in params[0] for s in params[1]}
 
 
+PLAIN = (list(WORKER_GROUP_SETS), list(BENCHED))
+GANGS = (["openb_nodes"], list(BENCHED))
+
+
+# asv keeps one cache per setup_cache definition: a speed class and a quality class
+# share theirs by sharing the function.
+def _plain_cache(self):
+    return _replay_all(PLAIN, 0.0)
+
+
+def _gang_cache(self):
+    return _replay_all(GANGS, 0.2)
+
+
 class TraceReplay:
-    """openb, last 300 pods at 200x arrivals, with each bundled worker-group set."""
-    params = (list(WORKER_GROUP_SETS), list(BENCHED))
+    """Scheduler time per tick on openb (last 300 pods at 200x arrivals) with each
+    bundled worker-group set."""
+    params = PLAIN
     param_names = ["groups", "scheduler"]
     timeout = _TIMEOUT
-
-    # asv keeps one cache per setup_cache definition: every class defines its own
-    def setup_cache(self):
-        return _replay_all(self.params, 0.0)
+    setup_cache = _plain_cache
 
     def setup(self, cache, groups, scheduler):
         engine.warmup()
         run = cache[(groups, scheduler)]
-        self.metrics = run["metrics"]
         self.sched = make(scheduler)
         self.sched.start(lambda: 0)
         self.inputs = [self.sched.prepare(s) for s in run["states"]]
@@ -94,6 +106,14 @@ class TraceReplay:
     def time_tick(self, cache, groups, scheduler):
         self.sched.run(self.inputs[self.k])
         self.k = (self.k + 1) % len(self.inputs)
+
+
+class TraceQuality:
+    """The same replays' quality (and the median tick as the replay measured it)."""
+    params = PLAIN
+    param_names = ["groups", "scheduler"]
+    timeout = _TIMEOUT
+    setup_cache = _plain_cache
 
     def track_node_hours(self, cache, groups, scheduler):
         return cache[(groups, scheduler)]["metrics"]["node_hours"]
@@ -113,9 +133,13 @@ class TraceReplay:
 
 
 class TraceReplayGangs(TraceReplay):
-    """The same window on the openb groups with the seeded gang overlay (share 0.2:
+    """TraceReplay on the openb groups with the seeded gang overlay (share 0.2:
     placement groups of 2-8 bundles, PACK / SPREAD / STRICT_PACK / STRICT_SPREAD)."""
-    params = (["openb_nodes"], list(BENCHED))
+    params = GANGS
+    setup_cache = _gang_cache
 
-    def setup_cache(self):
-        return _replay_all(self.params, 0.2)
+
+class TraceQualityGangs(TraceQuality):
+    """TraceQuality of the gang-overlay replays."""
+    params = GANGS
+    setup_cache = _gang_cache
