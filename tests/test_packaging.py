@@ -60,3 +60,25 @@ def test_every_bundled_file_is_package_data():
     assert "rich" not in " ".join(config["project"]["dependencies"])
     assert "matplotlib" not in " ".join(config["project"]["dependencies"])
     assert any(d.startswith("rich") for d in config["project"]["optional-dependencies"]["cli"])
+
+
+def test_moved_names_keep_their_old_import_paths():
+    """adapters.lifecycle's public names (others build on them) and the simulated Ray
+    cluster's old module (adapters.ray.cloud, now adapters.ray.sim) still import."""
+    from adapters.lifecycle import (InstanceStore, ReconcileConfig, SimClock,  # noqa: F401
+                                    SimNodeType, SimProvider, run, sequential_ids)
+    from adapters.lifecycle.provider import SimClock as C2, SimNodeType as N2  # noqa: F401
+    clock = SimClock()
+    store = InstanceStore(clock, sequential_ids("i-"), ReconcileConfig(upscaling_speed=1.0))
+    prov = SimProvider(store, {"a": SimNodeType(alloc_latency_s=1, install_latency_s=1)}, 0)
+    store.apply_plan({"a": 1})
+    run(store, prov, clock, 10)
+    assert store["i-000000"].cloud_instance_id in prov.clouds
+    assert prov.clouds[store["i-000000"].cloud_instance_id].instance_id == "i-000000"
+    assert set(prov.stats) >= {"launches", "allocations", "preemptions", "drains",
+                               "terminations", "termination_failures"}
+    pytest.importorskip("ray.autoscaler.v2.scheduler")
+    from adapters.ray.cloud import (SimAutoscaler, SimCloudProvider, SimGcs,  # noqa: F401
+                                    autoscaling_config, ray_clock)
+    from adapters.ray import sim
+    assert SimCloudProvider is sim.SimCloudProvider and SimGcs is sim.SimGcs

@@ -88,6 +88,15 @@ class CloudInstance:
     def instance_type(self) -> str:
         return self.node_type
 
+    @property
+    def instance_id(self) -> Optional[str]:
+        """The store's instance id (SimProvider's name for ``owner``)."""
+        return self.owner
+
+    @property
+    def preemption_drawn(self) -> bool:
+        return self.exposed
+
 
 class EventQueue:
     """Events due at simulated times; equal times in push order."""
