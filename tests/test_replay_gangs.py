@@ -137,7 +137,8 @@ def test_placed_bundles_are_reported_as_rays_gcs_does():
     node = {"CPU": 4.0, "custom": 2.0}
     c = _cluster("PACK", [{"CPU": 1.0, "custom": 0.5}, {"CPU": 2.0}], 1, node)
     assert c.place(0.0) == 2
-    total, avail, idle, labels = c.view(0, 5.0)
+    total, avail, idle = c.view(0, 5.0)
+    labels = c.labels(0)
     pg = "ab" * 18
     assert total == {"CPU": 4.0, "custom": 2.0,
                      f"CPU_group_0_{pg}": 1.0, f"CPU_group_1_{pg}": 2.0, f"CPU_group_{pg}": 3.0,

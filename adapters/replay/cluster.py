@@ -165,22 +165,20 @@ class Cluster:
         del self.slot_of[self.ids[slot]]
         return len(lost)
 
-    def view(self, slot: int, now: float) -> tuple[dict, dict, int, dict]:
-        """(total, available, idle ms, dynamic labels) of a node as the GCS reports it."""
+    def view(self, slot: int, now: float) -> tuple[dict, dict, int]:
+        """(total, available, idle ms) of a node as the GCS reports it; ``labels`` gives
+        its dynamic labels."""
         total = self.total_maps[slot]
         free = self.total[slot] - self.used[slot]
         avail = {k: float(free[self.col[k]]) / SCALE for k in total}
         idle = 0 if self.running[slot] else int(round((now - self.idle_since[slot]) * 1000))
-        members = [u for u in self.running[slot] if self.gangs.unit_gang[u] >= 0] \
-            if self.gangs.G else ()
+        members = self._members_on(slot)
         if not members:
-            return total, avail, max(idle, 0), {}
-        total, avail, labels = dict(total), dict(avail), {}
-        for u in sorted(members, key=lambda u: (int(self.gangs.unit_gang[u]),
-                                                int(self.bundle_of[u]))):
+            return total, avail, max(idle, 0)
+        total, avail = dict(total), dict(avail)
+        for u in members:
             pg = self.gangs.pg_id[int(self.gangs.unit_gang[u])]
             i = int(self.bundle_of[u])
-            labels[f"_PG_{pg}"] = ""
             for k, v in self.shapes[int(self.unit_shape[u])].items():
                 if v > 0:
                     total[f"{k}_group_{i}_{pg}"] = float(v)
@@ -190,7 +188,20 @@ class Cluster:
             avail[f"bundle_group_{i}_{pg}"] = BUNDLE_UNITS - BUNDLE_TASK
             avail[f"bundle_group_{pg}"] = (avail.get(f"bundle_group_{pg}", 0.0)
                                            + BUNDLE_UNITS - BUNDLE_TASK)
-        return total, avail, max(idle, 0), labels
+        return total, avail, max(idle, 0)
+
+    def labels(self, slot: int) -> dict:
+        """The node's dynamic labels: ``_PG_<pg>: ""`` for each group it hosts a bundle of."""
+        return {f"_PG_{self.gangs.pg_id[int(self.gangs.unit_gang[u])]}": ""
+                for u in self._members_on(slot)}
+
+    def _members_on(self, slot: int) -> list:
+        """Placement group members running on the node, by (group, bundle)."""
+        if not self.gangs.G:
+            return []
+        members = [u for u in self.running[slot] if self.gangs.unit_gang[u] >= 0]
+        return sorted(members, key=lambda u: (int(self.gangs.unit_gang[u]),
+                                              int(self.bundle_of[u])))
 
     # ---- units -------------------------------------------------------------------------
     def _enqueue(self, u: int, now: float) -> None:

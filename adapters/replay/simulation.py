@@ -216,8 +216,8 @@ class Replay:
             ns = NodeSpec(rec.instance_type, status=rec.status, kind=rec.node_kind)
             slot = c.slot_of.get(rec.instance_id)
             if rec.status == Status.RAY_RUNNING and slot is not None:
-                ns.total, ns.available, ns.idle_ms, labels = c.view(slot, now)
-                ns.labels = labels or None
+                ns.total, ns.available, ns.idle_ms = c.view(slot, now)
+                ns.labels = c.labels(slot) or None
                 ns.ray_node_id = rec.node_id
             nodes.append(ns)
             ids.append(rec.instance_id)
