@@ -14,7 +14,11 @@ trap 'rm -rf "$tmp"' EXIT
 echo "== build the wheel"
 "$PY" -m venv "$tmp/build-env"
 "$tmp/build-env/bin/pip" install -q --upgrade pip >/dev/null
-"$tmp/build-env/bin/pip" wheel -q --no-deps -w "$tmp/dist" "$repo"
+# from a copy without build/, .venv/ and caches: setuptools would pack stale build/lib files
+mkdir "$tmp/src"
+tar -C "$repo" --exclude=./.venv --exclude=./build --exclude=./.git --exclude='*.egg-info' \
+    --exclude=__pycache__ --exclude=./bench/.asv -cf - . | tar -C "$tmp/src" -xf -
+"$tmp/build-env/bin/pip" wheel -q --no-deps -w "$tmp/dist" "$tmp/src"
 wheel=$(ls "$tmp"/dist/vecsched-*.whl)
 echo "$wheel"
 echo "== install it into a fresh venv"

@@ -3,7 +3,7 @@ bad input into a clear error or a clear count before the replay starts.
 
 A replay takes a demand table and a worker-group table (``adapters.traces`` schemas).
 Every row of the demand window becomes one *unit* of demand with a simulated arrival
-time, a simulated duration and a resource bundle (``engine.traces.demand_shape``).
+time, a simulated duration and a resource bundle (``adapters.traces.demand_shape``).
 Identical bundles share a *shape*; shapes are numbered in first-appearance order.
 
 Placement groups (the trace's ``group_id`` and the seeded overlay of ``gangs.py``) are
@@ -144,7 +144,7 @@ def _load_table(x: TableOrPath, kind: str) -> pa.Table:
 def resolve(trace: Union[str, Path, pa.Table, None],
             groups: Union[str, Path, pa.Table, None] = None) -> tuple[pa.Table, pa.Table, str]:
     """(demand table, worker-group table, display name). ``trace`` is a bundled trace
-    name (``engine.traces.TRACES``), a bundled demand name, a Parquet path, or a Table;
+    name (``adapters.traces.TRACES``), a bundled demand name, a Parquet path, or a Table;
     ``groups`` likewise (default: the bundled trace's worker groups, else openb_nodes)."""
     trace = DEFAULT_TRACE if trace is None else trace
     name = str(trace) if not isinstance(trace, pa.Table) else "table"
