@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Benchmark smoke for CI (under a minute on 2 cores; no timing is asserted):
+# Benchmark smoke for CI (about 3 minutes of CPU on 2 cores; no timing is asserted):
 #   1. the published generator outputs have not drifted (append-only rule),
 #   2. every asv benchmark and param runs once (asv run --quick) on the interpreter,
+#      the trace-replay ones (bench_traces.py) included,
 #   3. compare_ray.py runs Ray and the engine on one small tick and exits 1 if
 #      their decisions differ.
 # Usage: bash bench/smoke.sh   (PYTHON=... to choose the interpreter; default ../.venv)

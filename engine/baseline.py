@@ -10,7 +10,8 @@ One tick, in order:
 2. per worker group, nodes above ``max_worker_nodes`` are terminated
    (MAX_NUM_NODE_PER_TYPE; never the head, never a REQUESTED or RAY_STOP_REQUESTED instance);
 3. new nodes are launched until every group has ``min_worker_nodes``;
-4. demand: runs largest first (see `size_order`); the units of a run go to the
+4. placement groups, all or nothing, in Ray's gang order (``baseline_gangs.py``);
+   then demand: runs largest first (see `size_order`); the units of a run go to the
    first existing node with room, then to the first already-opened new node,
    then to new nodes of the first configured type that can hold one unit;
 5. idle running nodes that received nothing are terminated (IDLE), never
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .baseline_gangs import pack_gangs
 from .dtypes import CNT, CODE, IDX, QTY, Cause, Kind, Status, Why
 from .plan import Plan
 from .problem import Problem
@@ -138,8 +140,10 @@ def schedule_baseline(problem: Problem) -> Plan:
             type_left[t] -= m
             global_left -= m
 
-    # 4. Demand, largest run first.
+    # 4. Placement groups, then demand, largest run first.
     free = p.node_free.copy()
+    gang_bad, gang_order, gang_received, global_left = pack_gangs(
+        p, free, alive, new, cap, configured, type_left, global_left)
     fits_ever = np.maximum(p.node_total, p.node_free)[alive]   # could an existing node ever hold it
     run_order = size_order(p)
     infeasible = np.zeros(S, dtype=CNT)
@@ -199,6 +203,7 @@ def schedule_baseline(problem: Problem) -> Plan:
     # 5. Idle termination: longest idle first, ties to the lowest node index.
     received = np.zeros(N, dtype=bool)
     received[place_slot[place_slot < N]] = True
+    received |= gang_received
     kept = type_count + np.bincount(new_type, minlength=T)
     timeout_s = np.where(np.isnan(p.type_idle_timeout_s), p.idle_timeout_s, p.type_idle_timeout_s)
     idle = (alive & p.node_has_ray & ~received & terminable
@@ -234,6 +239,8 @@ def schedule_baseline(problem: Problem) -> Plan:
         place_count=place_count,
         new_type=new_type,
         cluster_resources=np.ascontiguousarray(cluster, dtype=QTY),
+        gang_infeasible=gang_bad,
+        gang_order=gang_order,
         stats={"scheduler": "baseline"},
     )
 

@@ -2,7 +2,7 @@
 
 Ray 2.60's real `Reconciler.reconcile` drives Ray's `InstanceManager` (in-memory
 storage, Ray's subscribers) against a simulated cloud behind Ray's
-`ICloudInstanceProvider` and a simulated GCS (`adapters/ray/cloud.py`), once with
+`ICloudInstanceProvider` and a simulated GCS (`adapters/ray/sim/`), once with
 `EngineScheduler` and once with Ray's `ResourceDemandScheduler` as the scheduler, from
 the same seed. Every scheduler reply (launches in reply order, terminations with cause
 and status, infeasible requests) and the instance manager's state after every tick
@@ -24,7 +24,7 @@ from ray.core.generated.instance_manager_pb2 import (Instance,  # noqa: E402
                                                      TerminationRequest)
 
 from adapters.ray import EngineScheduler  # noqa: E402
-from adapters.ray.cloud import (SimAutoscaler, SimClock, SimCloudProvider,  # noqa: E402
+from adapters.ray.sim import (SimAutoscaler, SimClock, SimCloudProvider,  # noqa: E402
                                 SimGcs, SimNodeType, autoscaling_config, ray_clock)
 
 TICK_S = 5.0

@@ -9,9 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, Window, load, replay
-from adapters.replay_sched import make
-from engine.traces import TraceError, bundled, write_demand
+from adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, Window, load, make, replay
+from adapters.traces import TraceError, bundled, write_demand
 
 # The last 150 openb pods, 200x arrivals: ~30 instances, ~170 ticks, well under a second.
 SMALL = Window(start=None, pods=150, arrival_scale=200.0)
@@ -209,11 +208,21 @@ def test_bad_config_and_scheduler_name_the_field():
         load(None, None, Window(start=10 ** 6))
 
 
-def test_gangs_are_replayed_as_independent_requests(tmp_path):
+def test_trace_gangs_are_replayed_as_placement_groups(tmp_path):
+    """Rows sharing a group_id form one PACK group: its members arrive with the first
+    one and last as long as the longest, and the group is placed entire."""
     path = tmp_path / "gang.parquet"
-    write_demand(_demand_rows(10, group_id=lambda i: "g1" if i < 4 else None), path)
+    write_demand(_demand_rows(10, group_id=lambda i: "g1" if i in (1, 4, 6) else None), path)
     trace = load(path)
-    assert trace.n_units == 10 and any("4 gang members" in w for w in trace.warnings)
+    g = trace.gangs
+    assert trace.n_units == 10 and g.G == 1 and g.strategy == ("PACK",) and g.source == ("trace",)
+    m = g.members(0)
+    assert len(m) == 3
+    assert set(trace.arrival_s[m]) == {10.0} and set(trace.duration_s[m]) == {126.0}
+    assert np.all(np.diff(trace.arrival_s) >= 0)           # re-sorted by the new arrivals
+    r = replay(path, "baseline", window=Window())
+    _conserved(r.metrics)
+    assert r.metrics["placement_groups"] == 1 and r.metrics["placed"] == 10
 
 
 # ---- scaling ----------------------------------------------------------------------------
@@ -232,7 +241,7 @@ def test_window_and_scaling():
 # ---- plots and the command --------------------------------------------------------------
 def test_plots_are_written(tmp_path):
     pytest.importorskip("matplotlib")
-    from adapters.plots import write_plots
+    from adapters.replay.plots import write_plots
     results = [replay(None, s, window=SMALL) for s in ("engine", "baseline")]
     paths = write_plots(results, tmp_path / "plots")
     assert [p.name for p in paths] == ["pending.png", "nodes_by_type.png", "tick_time.png"]
@@ -282,7 +291,7 @@ def _busy_state():
 def test_engine_and_ray_get_the_same_inputs():
     _ray()
     from adapters.ray.codec import decode
-    from adapters.replay_sched import _problem, ray_request
+    from adapters.replay.schedulers import _problem, ray_request
     state = _busy_state()
     a, b = _problem(state), decode(ray_request(state)).problem
     cols = [b.resources.index(c) for c in a.resources]
@@ -302,7 +311,7 @@ def test_engine_and_ray_get_the_same_inputs():
 def test_a_decision_the_instance_store_rejects_loses_the_tick():
     """A scheduler naming a REQUESTED instance (Ray's quirk Q13): the instance manager
     rejects the batch, the tick is lost and counted, and the replay goes on."""
-    from adapters.replay_sched import Decision, EngineSched
+    from adapters.replay.schedulers import Decision, EngineSched
     from engine.dtypes import Cause, Status
 
     class TerminatesRequested(EngineSched):
@@ -322,7 +331,7 @@ def test_a_decision_the_instance_store_rejects_loses_the_tick():
 
 
 def test_a_scheduler_error_loses_the_tick_not_the_replay():
-    from adapters.replay_sched import BaselineSched
+    from adapters.replay.schedulers import BaselineSched
 
     class Flaky(BaselineSched):
         name = "flaky"

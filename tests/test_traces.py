@@ -1,19 +1,21 @@
-"""engine.traces: schema, validation, Parquet round trips, the bundled data, and the
+"""adapters.traces: schema, validation, Parquet round trips, the bundled data, and the
 mapping of trace rows to engine inputs."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine import traces as T
+from adapters import traces as T
 from engine.build import RequestSpec, build_problem
 
 REPO = Path(__file__).resolve().parent.parent
-RAW = REPO.parent / "shared" / "traces" / "raw"
+# The raw CSVs (not shipped): next to a checkout, or wherever VECSCHED_RAW_TRACES points.
+RAW = Path(os.environ.get("VECSCHED_RAW_TRACES", REPO.parent / "shared" / "traces" / "raw"))
 
 
 def demand_rows():
@@ -71,7 +73,7 @@ def test_worker_groups_round_trip_and_determinism(tmp_path):
 
 # ---- validation ------------------------------------------------------------------------
 def demand_table(**change):
-    t = T.validate_demand(T._coerce(demand_rows(), T.DEMAND_SCHEMA, "demand"))
+    t = T.validate_demand(T.coerce(demand_rows(), T.DEMAND_SCHEMA, "demand"))
     for name, values in change.items():
         i = t.column_names.index(name)
         t = t.set_column(i, name, pa.array(values, t.schema.field(name).type))
@@ -79,7 +81,7 @@ def demand_table(**change):
 
 
 def groups_table(**change):
-    t = T.validate_worker_groups(T._coerce(group_rows(), T.WORKER_GROUP_SCHEMA, "worker_groups"))
+    t = T.validate_worker_groups(T.coerce(group_rows(), T.WORKER_GROUP_SCHEMA, "worker_groups"))
     for name, values in change.items():
         i = t.column_names.index(name)
         t = t.set_column(i, name, pa.array(values, t.schema.field(name).type))
@@ -107,7 +109,7 @@ def test_unknown_column_and_wrong_type():
     t = t.set_column(2, "cpu", pa.array(["1", "2", "3"]))
     raises(T.validate_demand, t, "cpu")
     with pytest.raises(T.TraceError, match="cpu"):
-        T._coerce([dict(demand_rows()[0], cpu="lots")], T.DEMAND_SCHEMA, "demand")
+        T.coerce([dict(demand_rows()[0], cpu="lots")], T.DEMAND_SCHEMA, "demand")
 
 
 def test_nan_negative_and_null():
@@ -211,10 +213,7 @@ def test_bundled_names():
 
 @pytest.mark.skipif(not RAW.is_dir(), reason="raw traces not available")
 def test_build_script_reproduces_bundled(tmp_path):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("build_traces", REPO / "data" / "build_traces.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from adapters.traces import build as mod
     assert mod.main(["--raw", str(RAW), "--out", str(tmp_path)]) == 0
     for fname in T.BUNDLED.values():
         fresh, shipped = pq.read_table(tmp_path / fname), pq.read_table(T.DATA_DIR / fname)

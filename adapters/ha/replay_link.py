@@ -1,12 +1,11 @@
 """Every name the HA demo takes from the trace replay, in one place.
 
-The replay is being reorganised; this is the only module of `adapters/ha/` (and of
-`adapters/leader/`) that imports replay code, so re-pointing these imports is all a
-move of the replay needs.
+This is the only module of `adapters/ha/` (and of `adapters/leader/`) that imports
+replay code, so a move of the replay needs only these imports re-pointed.
 """
-from adapters.replay_cluster import Cluster
-from adapters.replay_sched import Decision, TickState, make
-from adapters.replay_trace import HEAD_TYPE, LoadedTrace, Window, load
+from adapters.replay.cluster import Cluster
+from adapters.replay.schedulers import Decision, TickState, make
+from adapters.replay.trace import HEAD_TYPE, LoadedTrace, Window, load
 
 __all__ = ["Cluster", "Decision", "HEAD_TYPE", "LoadedTrace", "TickState", "Window", "load",
            "make"]

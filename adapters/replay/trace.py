@@ -1,15 +1,18 @@
 """Loading a trace for replay: the window, the time scaling, and the checks that turn
 bad input into a clear error or a clear count before the replay starts.
 
-A replay takes a demand table and a worker-group table (engine/traces.py schemas).
+A replay takes a demand table and a worker-group table (``adapters.traces`` schemas).
 Every row of the demand window becomes one *unit* of demand with a simulated arrival
-time, a simulated duration and a resource bundle (``engine.traces.demand_shape``).
+time, a simulated duration and a resource bundle (``adapters.traces.demand_shape``).
 Identical bundles share a *shape*; shapes are numbered in first-appearance order.
 
+Placement groups (the trace's ``group_id`` and the seeded overlay of ``gangs.py``) are
+attached here as ``LoadedTrace.gangs``; their members arrive and leave together.
+
 Nothing here drops demand silently. Rows that no node type can ever hold, rows that
-ask for a GPU model no worker group has, gang members (replayed as independent
-requests) and simplified GPU OR-lists are all counted and named in ``warnings``; the
-unplaceable ones then show up as the scheduler's infeasible count in the report.
+ask for a GPU model no worker group has and simplified GPU OR-lists are all counted and
+named in ``warnings``; the unplaceable ones then show up as the scheduler's infeasible
+count in the report.
 """
 from __future__ import annotations
 
@@ -22,10 +25,12 @@ import numpy as np
 import pyarrow as pa
 
 from engine.build import NodeTypeSpec
-from engine.traces import (ACCELERATOR_PREFIX, BUNDLED, DEFAULT_TRACE, TRACES, TraceError,
-                           bundled, bundled_trace, demand_shape, gpu_spec_options,
-                           or_list_count, read_demand, read_worker_groups, validate_demand,
-                           validate_worker_groups, worker_group_specs)
+
+from ..traces import (ACCELERATOR_PREFIX, BUNDLED, DEFAULT_TRACE, TRACES, TraceError,
+                      bundled, bundled_trace, demand_shape, gpu_spec_options, or_list_count,
+                      read_demand, read_worker_groups, validate_demand,
+                      validate_worker_groups, worker_group_specs)
+from .gangs import GangOverlay, Gangs, build as build_gangs, permute, together
 
 GIB = float(2 ** 30)
 HEAD_TYPE = "head"
@@ -106,6 +111,11 @@ class LoadedTrace:
     scaling: str                     # the window and scaling, in words (for the report)
     oversized: int = 0               # units no node type can hold (incl. the head)
     warnings: list = field(default_factory=list)
+    gangs: Optional[Gangs] = None    # placement groups (None: none)
+
+    def __post_init__(self):
+        if self.gangs is None:
+            self.gangs = Gangs.none(self.n_units)
 
     @property
     def n_units(self) -> int:
@@ -134,7 +144,7 @@ def _load_table(x: TableOrPath, kind: str) -> pa.Table:
 def resolve(trace: Union[str, Path, pa.Table, None],
             groups: Union[str, Path, pa.Table, None] = None) -> tuple[pa.Table, pa.Table, str]:
     """(demand table, worker-group table, display name). ``trace`` is a bundled trace
-    name (``engine.traces.TRACES``), a bundled demand name, a Parquet path, or a Table;
+    name (``adapters.traces.TRACES``), a bundled demand name, a Parquet path, or a Table;
     ``groups`` likewise (default: the bundled trace's worker groups, else openb_nodes)."""
     trace = DEFAULT_TRACE if trace is None else trace
     name = str(trace) if not isinstance(trace, pa.Table) else "table"
@@ -160,9 +170,11 @@ def _fits(shape: dict, resources: dict) -> bool:
     return all(q <= resources.get(k, 0.0) * (1 + 1e-12) for k, q in shape.items() if q > 0)
 
 
-def load(trace=None, groups=None, window: Window = Window()) -> LoadedTrace:
-    """Read, validate, window and scale a trace (see ``Window``); raise ``TraceError`` or
-    ``ValueError`` naming the field for input that cannot be replayed."""
+def load(trace=None, groups=None, window: Window = Window(),
+         gangs: GangOverlay = GangOverlay()) -> LoadedTrace:
+    """Read, validate, window and scale a trace (see ``Window``) and attach its placement
+    groups (the trace's own and the ``gangs`` overlay, see ``gangs.py``); raise
+    ``TraceError`` or ``ValueError`` naming the field for input that cannot be replayed."""
     demand, wg, name = resolve(trace, groups)
     types = worker_group_specs(wg)
     if not types:
@@ -213,14 +225,29 @@ def load(trace=None, groups=None, window: Window = Window()) -> LoadedTrace:
     if oversized:
         warnings.append(f"{oversized} units ({len(oversized_shapes)} shapes) are larger than "
                         f"every node type; they stay pending and are reported infeasible")
-    gangs = int(table.column("group_id").drop_null().__len__())
-    if gangs:
-        warnings.append(f"{gangs} gang members (group_id set) are replayed as independent "
-                        f"requests")
     n_or = or_list_count(table)
     if n_or:
         warnings.append(f"{n_or} GPU OR-list constraints (A|B) are replayed unconstrained")
+    fits_type = np.array([any(_fits(sh, dict(t.resources)) for t in types) for sh in shapes],
+                         dtype=bool)
+
+    def fits_merged(units) -> bool:
+        merged: dict[str, float] = {}
+        for u in units:
+            for k, v in shapes[unit_shape[u]].items():
+                merged[k] = merged.get(k, 0.0) + v
+        return any(_fits(merged, dict(t.resources)) for t in types)
+    pg = build_gangs(len(rows), table.column("group_id").to_pylist(), gangs,
+                     fits_type[unit_shape], fits_merged)
+    rows = np.asarray(rows, dtype=np.int64)
+    if pg.G:
+        arr, dur, order = together(pg, arr, dur)
+        arr, dur, unit_shape, rows = arr[order], dur[order], unit_shape[order], rows[order]
+        pg = permute(pg, order)
+    scaling = window.describe(n_rows)
+    if gangs.share > 0:
+        scaling += f"; gang overlay {gangs.share:g} (seed {gangs.seed})"
     return LoadedTrace(
         name=name, types=[HEAD] + types, arrival_s=arr, duration_s=dur,
-        unit_shape=unit_shape, shapes=shapes, rows=np.asarray(rows, dtype=np.int64),
-        scaling=window.describe(n_rows), oversized=oversized, warnings=warnings)
+        unit_shape=unit_shape, shapes=shapes, rows=rows,
+        scaling=scaling, oversized=oversized, warnings=warnings, gangs=pg)

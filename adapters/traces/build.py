@@ -1,19 +1,19 @@
-"""Convert the raw Alibaba trace CSVs into the bundled Parquet files of data/.
+"""Convert the raw Alibaba trace CSVs into the bundled Parquet files (``bundled/``).
 
-    python data/build_traces.py [--raw DIR] [--out DIR]
+    python -m adapters.traces.build [--raw DIR] [--out DIR]
 
---raw defaults to ../shared/traces/raw next to the repository; --out to data/. The raw
+--raw defaults to ../shared/traces/raw next to the repository; --out to
+adapters/traces/bundled/. The raw
 files are checked against raw/SHA256SUMS (when present) before conversion, and each
 output records its source file and SHA-256 in the Parquet schema metadata. Output is
 deterministic: re-running with the same pyarrow writes byte-identical files. Every
-mapping choice is documented in data/README.md.
+mapping choice is documented in bundled/README.md.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -21,11 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from . import mapping, parquet, schema
 
-from engine import traces  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]        # the repository root, in a checkout
 
 MIB = 2 ** 20
 GIB = 2 ** 30
@@ -102,7 +100,7 @@ def convert_pods(raw: Path, rel: str) -> tuple[pa.Table, dict]:
         "min_duration_applied": int(short.sum()),
         "min_duration_pods": [d["name"][k] for k in np.flatnonzero(short)],
         "gpu_spec_rows": sum(v is not None for v in d["gpu_spec"]),
-        "or_lists": traces.or_list_count(table),
+        "or_lists": mapping.or_list_count(table),
     }
     return table, stats
 
@@ -132,7 +130,7 @@ def groups_table(keys: Counter) -> tuple[pa.Table, dict]:
             "memory": float(memory_mib * MIB),
             "gpu": float(gpu),
             "gpu_model": model,
-            "labels": {traces.ACCELERATOR_LABEL: model} if model else {},
+            "labels": {schema.ACCELERATOR_LABEL: model} if model else {},
             "min_workers": 0,
             "max_workers": count,
             "price": None,
@@ -142,7 +140,7 @@ def groups_table(keys: Counter) -> tuple[pa.Table, dict]:
     if len(set(names)) != len(names):
         raise SystemExit(f"type names collide: {sorted(n for n in names if names.count(n) > 1)}")
     stats = {"types": len(rows), "nodes": sum(keys.values())}
-    return pa.Table.from_pylist(rows, schema=traces.WORKER_GROUP_SCHEMA), stats
+    return pa.Table.from_pylist(rows, schema=schema.WORKER_GROUP_SCHEMA), stats
 
 
 def convert_openb_nodes(raw: Path) -> tuple[pa.Table, dict]:
@@ -178,7 +176,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--raw", type=Path, default=REPO.parent / "shared" / "traces" / "raw",
                     help="directory of the raw CSVs (default: ../shared/traces/raw)")
-    ap.add_argument("--out", type=Path, default=REPO / "data", help="output directory")
+    ap.add_argument("--out", type=Path, default=parquet.DATA_DIR,
+                    help="output directory (default: adapters/traces/bundled)")
     args = ap.parse_args(argv)
     raw, out = args.raw.resolve(), args.out
     if not raw.is_dir():
@@ -189,7 +188,7 @@ def main(argv=None) -> int:
         meta = source_meta(rel, verify(raw, rel), **{
             "vecsched.min_duration_s": repr(MIN_DURATION_S),
             "vecsched.min_duration_applied": str(stats["min_duration_applied"])})
-        traces.write_demand(table, out / fname, metadata=meta)
+        parquet.write_demand(table, out / fname, metadata=meta)
         print(f"{fname}: {stats}")
 
     jobs = (
@@ -201,7 +200,7 @@ def main(argv=None) -> int:
     )
     for fname, rel, convert, extra in jobs:
         table, stats = convert(raw)
-        traces.write_worker_groups(table, out / fname,
+        parquet.write_worker_groups(table, out / fname,
                                    metadata=source_meta(rel, verify(raw, rel), **extra))
         print(f"{fname}: {stats}")
     for f in sorted(out.glob("*.parquet")):

@@ -12,11 +12,12 @@ import numpy as np
 from engine import schedule, warmup
 from engine.build import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
 from engine.dtypes import Kind, Status
-from engine.traces import (bundled_trace, demand_shape, read_demand, read_worker_groups,
-                           worker_group_specs)
+
+from ..traces import (bundled_trace, demand_shape, read_demand, read_worker_groups,
+                      worker_group_specs)
+from .trace import HEAD
 
 GIB = float(2 ** 30)
-HEAD = NodeTypeSpec("head", {"CPU": 8.0, "memory": 32 * GIB}, min_workers=0, max_workers=1)
 
 
 @dataclass
@@ -120,8 +121,8 @@ def run_demo(tick: Tick, *, repeat: int = 3, with_ray: bool = True) -> dict:
     if with_ray:
         from ray.autoscaler.v2.scheduler import ResourceDemandScheduler
 
-        from .ray import EngineScheduler
-        from .ray.requests import scheduling_request
+        from ..ray import EngineScheduler
+        from ..ray.requests import scheduling_request
 
         def req():
             return scheduling_request(tick.types, tick.nodes, tick.requests,

@@ -1,7 +1,6 @@
-"""Recorded traces as Arrow tables: the schema, validation, Parquet I/O, and the
-mapping of rows to what the engine takes (``NodeTypeSpec``, Ray resource bundles).
+"""The trace tables' schema and validation (the file boundary of a replay).
 
-Two tables (data/README.md documents them column by column):
+Two tables (``bundled/README.md`` documents them column by column):
 
 - **demand**: one row per request (a pod, a task, a gang member), with arrival,
   duration and resources. ``arrival_s`` is int64 or float64 seconds from trace start.
@@ -9,25 +8,18 @@ Two tables (data/README.md documents them column by column):
   ``labels`` (an Arrow ``map<string, string>``, not JSON) and min/max workers.
 
 Validation is strict and happens once, at the file boundary: a ``TraceError`` names the
-table, the column and (when there is one) the first offending row. Writers coerce
-convenient inputs (a Table, a dict of columns, or a list of row dicts) to the schema
-and validate before writing; readers validate what they read.
-
-This is the engine's only module that touches files (DESIGN.md §2 places the trace
-schema here); it imports neither ``adapters`` nor ``ray``.
+table, the column and (when there is one) the first offending row. Writers
+(``parquet.py``) coerce convenient inputs (a Table, a dict of columns, or a list of row
+dicts) to the schema with ``coerce`` and validate before writing; readers validate what
+they read.
 """
 from __future__ import annotations
 
-import math
-from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
-from .build import NodeTypeSpec
 
 # ---- schema ----------------------------------------------------------------------------
 LABELS_TYPE = pa.map_(pa.string(), pa.string())
@@ -63,20 +55,6 @@ ACCELERATOR_PREFIX = "accelerator_type:"       # Ray's accelerator marker resour
 ACCELERATOR_DEMAND = 0.001                     # what Ray asks of the marker per request
 OR_LIST_POLICIES = ("unconstrained", "first")
 
-# ---- bundled data (repository-level data/, not shipped inside the package) -------------
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-BUNDLED = {
-    "openb": "openb_pods.parquet",
-    "openb_gpuspec33": "openb_gpuspec33_pods.parquet",
-    "openb_nodes": "openb_nodes.parquet",
-    "pai2020_nodes": "pai2020_nodes.parquet",
-    "spot2026_nodes": "spot2026_nodes.parquet",
-}
-TRACES = {                                      # trace name -> (demand, worker groups)
-    "openb": ("openb", "openb_nodes"),
-    "openb_gpuspec33": ("openb_gpuspec33", "openb_nodes"),
-}
-DEFAULT_TRACE = "openb"
 
 TableLike = Union[pa.Table, Mapping[str, Any], Sequence[Mapping[str, Any]]]
 
@@ -115,7 +93,7 @@ def _cast(col, field: pa.Field, kind: str):
     raise TraceError(kind, field.name, f"has type {t}, expected {want}")
 
 
-def _coerce(data: TableLike, schema: pa.Schema, kind: str) -> pa.Table:
+def coerce(data: TableLike, schema: pa.Schema, kind: str) -> pa.Table:
     if isinstance(data, pa.Table):
         cols = {n: data.column(n) for n in data.column_names}
     elif isinstance(data, Mapping):
@@ -262,133 +240,3 @@ def validate_worker_groups(table: pa.Table) -> pa.Table:
             if k == ACCELERATOR_LABEL and model is not None and v != model:
                 raise TraceError(kind, "labels", f"{k}={v!r} disagrees with gpu_model {model!r}", i)
     return table.select(WORKER_GROUP_SCHEMA.names)
-
-
-# ---- Parquet I/O -----------------------------------------------------------------------
-def _write(table: pa.Table, path, kind: str, schema: pa.Schema,
-           metadata: Optional[Mapping[str, str]]) -> None:
-    fields = [pa.field(f.name, table.schema.field(f.name).type, nullable=f.nullable)
-              for f in schema]
-    meta = {"vecsched.table": kind, "vecsched.schema_version": SCHEMA_VERSION}
-    meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
-    meta = {k: meta[k] for k in sorted(meta)}      # sorted: byte-identical re-writes
-    table = table.cast(pa.schema(fields, metadata=meta))
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, str(path), compression="zstd", compression_level=19,
-                   use_dictionary=True, write_statistics=True)
-
-
-def write_demand(data: TableLike, path, *, metadata: Optional[Mapping[str, str]] = None
-                 ) -> pa.Table:
-    """Coerce ``data`` (Table, dict of columns, or row dicts), validate, write zstd Parquet."""
-    table = validate_demand(_coerce(data, DEMAND_SCHEMA, "demand"))
-    _write(table, path, "demand", DEMAND_SCHEMA, metadata)
-    return table
-
-
-def write_worker_groups(data: TableLike, path, *,
-                        metadata: Optional[Mapping[str, str]] = None) -> pa.Table:
-    """Coerce ``data`` (Table, dict of columns, or row dicts), validate, write zstd Parquet."""
-    table = validate_worker_groups(_coerce(data, WORKER_GROUP_SCHEMA, "worker_groups"))
-    _write(table, path, "worker_groups", WORKER_GROUP_SCHEMA, metadata)
-    return table
-
-
-def read_demand(path) -> pa.Table:
-    return validate_demand(pq.read_table(str(path)))
-
-
-def read_worker_groups(path) -> pa.Table:
-    return validate_worker_groups(pq.read_table(str(path)))
-
-
-def bundled(name: str, data_dir=None) -> Path:
-    """Path of a bundled Parquet file by dataset name (a key of BUNDLED or its file stem)."""
-    by_stem = {Path(f).stem: f for f in BUNDLED.values()}
-    if name in BUNDLED:
-        fname = BUNDLED[name]
-    elif name in by_stem:
-        fname = by_stem[name]
-    else:
-        raise KeyError(f"unknown bundled dataset {name!r}; known: {', '.join(BUNDLED)}")
-    path = Path(data_dir) if data_dir is not None else DATA_DIR
-    path = path / fname
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: run `python data/build_traces.py`")
-    return path
-
-
-def bundled_trace(name: str = DEFAULT_TRACE, data_dir=None) -> tuple[Path, Path]:
-    """(demand path, worker-group path) of a bundled trace (a key of TRACES)."""
-    if name not in TRACES:
-        raise KeyError(f"unknown bundled trace {name!r}; known: {', '.join(TRACES)}")
-    demand, groups = TRACES[name]
-    return bundled(demand, data_dir), bundled(groups, data_dir)
-
-
-# ---- mapping to the engine -------------------------------------------------------------
-def worker_group_specs(table: pa.Table) -> list[NodeTypeSpec]:
-    """One NodeTypeSpec per row, in table order: resources CPU, memory, GPU (when > 0)
-    and ``accelerator_type:<model>: 1`` (when a model is set); labels plus
-    ``accelerator=<model>``; min/max workers from the table; priority 0."""
-    table = validate_worker_groups(table)
-    specs = []
-    for row in table.to_pylist():
-        resources = {"CPU": row["cpu"], "memory": row["memory"]}
-        if row["gpu"] > 0:
-            resources["GPU"] = row["gpu"]
-        labels = dict(row["labels"] or ())
-        model = row["gpu_model"]
-        if model is not None:
-            resources[ACCELERATOR_PREFIX + model] = 1.0
-            labels[ACCELERATOR_LABEL] = model
-        specs.append(NodeTypeSpec(
-            name=row["type"], resources=resources, labels=labels, priority=0,
-            min_workers=int(row["min_workers"]), max_workers=int(row["max_workers"])))
-    return specs
-
-
-def gpu_spec_options(spec: Optional[str]) -> tuple[str, ...]:
-    """The distinct accepted GPU models of a ``gpu_spec`` in trace order ('' / None: none)."""
-    if not spec:
-        return ()
-    return tuple(dict.fromkeys(s for s in spec.split("|") if s))
-
-
-def demand_shape(row: Mapping[str, Any], *, or_lists: str = "unconstrained"
-                 ) -> dict[str, float]:
-    """One demand row as a Ray resource bundle.
-
-    CPU, memory and GPU appear only when > 0 (Ray drops zero quantities). A single
-    accepted model adds ``accelerator_type:<model>: 0.001``, as Ray's
-    ``accelerator_type=`` option does. A resource dict cannot say "A or B", so an
-    OR-list is simplified: ``"unconstrained"`` (default) drops the constraint, which
-    never makes a placeable request unplaceable; ``"first"`` keeps the first option.
-    ``or_list_count`` counts the rows this affects; ``demand_selector`` gives the exact
-    "in" constraint for callers that support label selectors.
-    """
-    if or_lists not in OR_LIST_POLICIES:
-        raise ValueError(f"or_lists must be one of {OR_LIST_POLICIES}, got {or_lists!r}")
-    shape: dict[str, float] = {}
-    for col, key in (("cpu", "CPU"), ("memory", "memory"), ("gpu", "GPU")):
-        v = float(row.get(col) or 0.0)
-        if math.isnan(v) or v < 0:
-            raise ValueError(f"demand {col} must be a non-negative number, got {v}")
-        if v > 0:
-            shape[key] = v
-    options = gpu_spec_options(row.get("gpu_spec"))
-    if len(options) == 1 or (options and or_lists == "first"):
-        shape[ACCELERATOR_PREFIX + options[0]] = ACCELERATOR_DEMAND
-    return shape
-
-
-def demand_selector(row: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-    """The row's GPU-model constraint as a label selector: {"accelerator": (models...)}
-    meaning "label value in models" ({} when unconstrained)."""
-    options = gpu_spec_options(row.get("gpu_spec"))
-    return {ACCELERATOR_LABEL: options} if options else {}
-
-
-def or_list_count(table: pa.Table) -> int:
-    """Rows whose gpu_spec lists more than one distinct model (simplified by demand_shape)."""
-    return sum(len(gpu_spec_options(s)) > 1 for s in table.column("gpu_spec").to_pylist())

@@ -14,12 +14,15 @@ Definitions (all times simulated, except the scheduler's and the replay's wall t
 - **launches** / **terminations**: the scheduler's decisions the instance store applied
   (instances created QUEUED; terminations by cause).
 - **never placed** = units pending at the end = **infeasible** (units of the last tick's
-  infeasible list) + **still pending**; **placed** = every other unit. The replay asserts
-  units in = placed + still pending + infeasible.
+  infeasible list, and the members of the placement groups it called infeasible) +
+  **still pending**; **placed** = every other unit. The replay asserts units in =
+  placed + still pending + infeasible.
 - **instances** (peak / mean, and the per-tick series by type): records not TERMINATED or
   ALLOCATION_FAILED, queued and booting ones included, the head included.
-- **tick time**: wall time of ``scheduler.decide(state)`` (input conversion included;
-  the --check-ray call to Ray is not included).
+- **tick time**: wall time of the scheduler call proper (``scheduler.seconds``:
+  ``EngineScheduler.schedule(request)`` for the engine, decode and encode included;
+  Ray's ``schedule(request)``; the baseline's ``build_problem`` and packing). Building
+  the request (Ray's reconciler's work) and the --check-ray call to Ray are not included.
 """
 from __future__ import annotations
 
@@ -96,7 +99,7 @@ def _node_seconds(store, end_ns: int) -> Counter:
 
 
 def summarize(replay, end_s: float, wall_s: float) -> dict:
-    """The end-of-replay metrics of a ``replay.Replay`` (see the module docstring)."""
+    """The end-of-replay metrics of a ``simulation.Replay`` (see the module docstring)."""
     c = replay.cluster
     trace = replay.trace
     U = trace.n_units
@@ -106,23 +109,34 @@ def summarize(replay, end_s: float, wall_s: float) -> dict:
     # infeasible: the last tick's infeasible units (the state has not changed since)
     infeasible = 0
     infeasible_of: dict[int, int] = {}
+    infeasible_gangs: set[int] = set()
     if replay.last is not None and pending:
-        from .replay_sched import bundle_key
+        from .schedulers import bundle_key
         left = replay.last.infeasible
         for s, n in c.pending_runs():
             k = min(n, int(left.get(bundle_key(trace.shapes[s]), 0)))
             infeasible += k
             infeasible_of[s] = k
+        named = replay.last.infeasible_gangs
+        for g in c.pending_gangs():
+            if named.get(replay._gang_spec(g).name, 0):
+                infeasible_gangs.add(g)
+                infeasible += len(trace.gangs.members(g))
     still = pending - infeasible
     placed = c.n_running + c.n_done
+    queued = sum(len(q) for q in c.queues) + sum(len(trace.gangs.members(g))
+                                                 for g in c.gang_pending)
     if not (U == placed + still + infeasible and placed + pending == U
-            and pending == sum(len(q) for q in c.queues) and 0 <= infeasible <= pending):
+            and pending == queued and 0 <= infeasible <= pending):
         raise AssertionError(f"demand not conserved: in {U}, placed {placed}, still pending "
                              f"{still}, infeasible {infeasible}")
     waits = list(c.waits)
     for s, q in enumerate(c.queues):          # still pending: their wait so far
         n_still = len(q) - infeasible_of.get(s, 0)
         waits.extend(end_s - c.pending_since[u] for u in list(q)[:n_still])
+    for g in c.gang_pending:
+        if g not in infeasible_gangs:
+            waits.extend(end_s - c.pending_since[u] for u in trace.gangs.members(g))
     node_s = _node_seconds(replay.store, int(round(end_s * 1e9)))
     types = {t.name: t for t in replay.types}
     node_h = {k: v / 3600 for k, v in sorted(node_s.items()) if v > 0}
@@ -169,4 +183,7 @@ def summarize(replay, end_s: float, wall_s: float) -> dict:
         "wall_s": wall_s,
         "sim_end_s": end_s,
         "provider": dict(replay.provider.stats),
+        "placement_groups": trace.gangs.G,
+        "placement_group_units": int(trace.gangs.units.size),
+        "infeasible_placement_groups": len(infeasible_gangs),
     }

@@ -1,12 +1,15 @@
 """Trace replay: a discrete-event simulation of an autoscaled Ray cluster on a simulated
-clock, with a pluggable scheduler (``engine``, ``baseline`` or Ray 2.60's own).
+clock, with a pluggable scheduler (``engine`` through ``EngineScheduler``, ``baseline``,
+Ray 2.60's own; ``schedulers.py``).
 
 One replay, in simulated time:
 
-- **Demand.** Each trace row of the window is one unit (``replay_trace``): it arrives,
-  waits as pending demand, is placed by the cluster-side task scheduler
-  (``replay_cluster.Cluster``, a documented stand-in for Ray's raylets), holds its
-  resources for its duration and leaves.
+- **Demand.** Each trace row of the window is one unit (``trace.py``): it arrives,
+  waits as pending demand, is placed by the cluster-side stand-in for Ray's raylets and
+  placement group scheduler (``cluster.Cluster``), holds its resources for its duration
+  and leaves. Units may be members of placement groups (``gangs.py``: the trace's own and
+  the seeded ``--gangs`` overlay), which arrive together, are placed atomically and
+  leave together.
 - **The autoscaler** ticks every ``tick_s`` (5 s, Ray's ``AUTOSCALER_UPDATE_INTERVAL_S``).
   At a tick at time T, in this order: every arrival and completion up to T is played
   (placement runs after each batch of simultaneous events); the simulated cloud reports
@@ -16,16 +19,21 @@ One replay, in simulated time:
   called on the current state and its launches and terminations applied, §10.1;
   stopped/failed instances to TERMINATING; QUEUED -> REQUESTED under
   ``max_concurrent_launches`` and ``upscaling_speed``, §10.2).
-- **The scheduler's view** (``replay_sched.TickState``): every instance whose status can
-  still reach RAY_RUNNING, in store order; RAY_RUNNING ones with the cluster's total,
-  available and idle time; pending demand grouped into shapes with counts, shapes in
-  order of their oldest pending unit. A head node of type ``head`` runs from t=0.
+- **The scheduler's view** (``schedulers.TickState``, sent to the engine and Ray as the
+  protobuf ``SchedulingRequest`` Ray's reconciler builds): every instance whose status
+  can still reach RAY_RUNNING, in store order; RAY_RUNNING ones with the cluster's total,
+  available and idle time (and the placement group resources and ``_PG_`` labels of the
+  bundles they host); pending independent demand grouped into shapes with counts, shapes
+  in order of their oldest pending unit; pending placement groups in the GCS's encoding
+  (``<pg>:<strategy>:PENDING``, bundles with their affinity / anti-affinity), oldest
+  first. A head node of type ``head`` runs from t=0.
 - **The end** is the first tick at or after the last arrival plus ``tail_s``. Nothing
   happens after that tick, so the final accounting holds exactly: units in = placed +
   still pending + infeasible (the last tick's infeasible units), asserted every replay.
 
 Instance ids (``i-000000``...), launch request ids and every random draw (the cloud's
-latencies and failures) derive from the seed, so a replay is deterministic.
+latencies and failures, the gang overlay) derive from the seed, so a replay is
+deterministic. The schedulers read time from the simulated clock.
 """
 from __future__ import annotations
 
@@ -36,13 +44,15 @@ from typing import Callable, Optional
 
 from engine.build import NodeSpec, RequestSpec
 from engine.dtypes import Kind, Status
+from engine.requests import GangSpec
 
-from .lifecycle import (IllegalTransition, InstanceStore, InvalidMove, Move, ReconcileConfig,
-                        SimClock, SimNodeType, SimProvider, sequential_ids)
-from .replay_cluster import Cluster
-from .replay_metrics import Metrics, summarize
-from .replay_sched import Decision, TickState, make
-from .replay_trace import HEAD_TYPE, LoadedTrace, Window, load
+from ..lifecycle import (IllegalTransition, InstanceStore, InvalidMove, Move, ReconcileConfig,
+                         SimClock, SimNodeType, SimProvider, sequential_ids)
+from .cluster import Cluster
+from .gangs import GangOverlay
+from .metrics import Metrics, summarize
+from .schedulers import Decision, TickState, make
+from .trace import HEAD_TYPE, LoadedTrace, Window, load
 
 NS = 1_000_000_000
 _RAY_ALIVE = (Status.RAY_RUNNING, Status.RAY_STOP_REQUESTED, Status.RAY_STOPPING)
@@ -77,6 +87,9 @@ class ReplayConfig:
     latency_jitter: float = 0.2
     launch_failure_rate: float = 0.0
     preemption_rate_per_h: float = 0.0
+    # Ray's pending-node idle tracking (RAY_AUTOSCALER_PENDING_NODE_IDLE_TIMEOUT_S); None:
+    # off, Ray's default
+    pending_idle_timeout_s: Optional[float] = None
 
     def __post_init__(self):
         for name in ("tick_s", "tail_s", "idle_timeout_s", "alloc_latency_s",
@@ -96,6 +109,11 @@ class ReplayConfig:
         if self.max_num_nodes is not None and (not isinstance(self.max_num_nodes, int)
                                                or self.max_num_nodes < 0):
             raise ValueError(f"max_num_nodes must be an integer >= 0, got {self.max_num_nodes!r}")
+        t = self.pending_idle_timeout_s
+        if t is not None and (not isinstance(t, (int, float)) or isinstance(t, bool)
+                              or not math.isfinite(t) or t < 0):
+            raise ValueError(f"pending_idle_timeout_s must be None or a finite number >= 0, "
+                             f"got {t!r}")
 
 
 @dataclass
@@ -103,7 +121,7 @@ class ReplayResult:
     scheduler: str
     trace: str
     scaling: str
-    metrics: dict                    # see replay_metrics.summarize
+    metrics: dict                    # see metrics.summarize
     series: dict                     # per tick: t_s, pending, nodes (ticks, T), tick_s
     type_names: list
     warnings: list
@@ -134,12 +152,14 @@ class Replay:
                           preemption_rate_per_h=config.preemption_rate_per_h)
         self.provider = SimProvider(self.store, {}, seed=config.seed, default=sim)
         self.cluster = Cluster(trace.columns, trace.shapes, trace.arrival_s, trace.duration_s,
-                               trace.unit_shape)
+                               trace.unit_shape, trace.gangs)
+        self._gang_specs: dict[int, GangSpec] = {}
         self.metrics = Metrics([t.name for t in self.types])
         self._next_unit = 0
         self._synced_version = -1
         self.last: Optional[Decision] = None
         self.decisions: list = []
+        self.sched.start(self.clock)
 
     # ---- the head ----------------------------------------------------------------------
     def _start_head(self) -> None:
@@ -197,12 +217,31 @@ class Replay:
             slot = c.slot_of.get(rec.instance_id)
             if rec.status == Status.RAY_RUNNING and slot is not None:
                 ns.total, ns.available, ns.idle_ms = c.view(slot, now)
+                ns.labels = c.labels(slot) or None
                 ns.ray_node_id = rec.node_id
             nodes.append(ns)
             ids.append(rec.instance_id)
         requests = [RequestSpec(dict(self.trace.shapes[s]), n) for s, n in c.pending_runs()]
+        gangs = [self._gang_spec(g) for g in c.pending_gangs()]
         return TickState(self.types, nodes, ids, requests, self.cfg.idle_timeout_s,
-                         self.cfg.max_num_nodes)
+                         self.cfg.max_num_nodes, gangs, self.cfg.pending_idle_timeout_s)
+
+    def _gang_spec(self, g: int) -> GangSpec:
+        """A pending placement group as the GCS reports it: ``<pg>:<strategy>:PENDING``,
+        each bundle with STRICT_PACK's affinity or STRICT_SPREAD's anti-affinity on the
+        label ``_PG_<pg>`` (value "")."""
+        spec = self._gang_specs.get(g)
+        if spec is None:
+            pg, strategy = self.trace.gangs.pg_id[g], self.trace.gangs.strategy[g]
+            label = (f"_PG_{pg}", "")
+            aff = label if strategy == "STRICT_PACK" else None
+            anti = label if strategy == "STRICT_SPREAD" else None
+            spec = self._gang_specs[g] = GangSpec(
+                [RequestSpec(dict(self.trace.shapes[int(self.trace.unit_shape[u])]), 1,
+                             affinity=aff, anti_affinity=anti)
+                 for u in self.trace.gangs.members(g)],
+                name=f"{pg}:{strategy}:PENDING")
+        return spec
 
     # ---- one tick ----------------------------------------------------------------------
     def tick(self, k: int) -> None:
@@ -219,14 +258,14 @@ class Replay:
             self.cluster.place(now)
             state = self.state(now)
             self.last = None
-            t0 = time.perf_counter()
             try:
                 decision = self.sched.decide(state)
             except Exception as e:      # Ray's autoscaler logs it and loses the tick
                 raise _LostTick(f"scheduler error {type(e).__name__}: {e}") from e
             finally:
-                timing["s"] = time.perf_counter() - t0
-                timing["pending"] = sum(r.count for r in state.requests)
+                timing["s"] = self.sched.seconds
+                timing["pending"] = (sum(r.count for r in state.requests)
+                                     + sum(len(g.requests) for g in state.gangs))
             if self.sched.check is not None:
                 self.sched.check.now_s = now
             self.sched.after(state, decision)
@@ -266,15 +305,16 @@ class Replay:
 
 
 def replay(trace=None, scheduler: str = "engine", *, groups=None,
-           window: Window = DEFAULT_WINDOW,
+           window: Window = DEFAULT_WINDOW, gangs: GangOverlay = GangOverlay(),
            config: ReplayConfig = ReplayConfig(), check_ray: bool = False,
            record_decisions: bool = False, progress=None,
            loaded: Optional[LoadedTrace] = None) -> ReplayResult:
     """Replay ``trace`` (a bundled name, a Parquet path or a Table; default: the bundled
     default trace) with one scheduler by name; see the module docstring."""
-    loaded = loaded if loaded is not None else load(trace, groups, window)
+    loaded = loaded if loaded is not None else load(trace, groups, window, gangs)
     sched = make(scheduler, check_ray=check_ray)
     return Replay(loaded, sched, config, record_decisions=record_decisions).run(progress)
 
 
-__all__ = ["DEFAULT_WINDOW", "Replay", "ReplayConfig", "ReplayResult", "Window", "load", "replay"]
+__all__ = ["DEFAULT_WINDOW", "GangOverlay", "Replay", "ReplayConfig", "ReplayResult", "Window",
+           "load", "replay"]
