@@ -129,7 +129,7 @@ def encode(specs: Sequence[RequestSpec], wheres: Sequence[str], vocab: Vocab, lv
         sel_ptr.append(len(sel_con_ptr) - 1)
         sel_keys.append(ident[3])
         idents.append(ident_of.setdefault(ident, len(ident_of)))
-    from .build_nodes import checked
+    from .build_check import checked
     vals = checked(qv, lambda j: f"{wheres[qr[j]]}.resources_bundle[{qk[j]!r}]", qty_check)
     qty[qr, qc] = vals
     present[qr, qc] = True

@@ -1,6 +1,6 @@
 """The columnar node path of build_problem against per-instance readable twins:
 which instances become nodes (engine.node_screen), which resource names get a
-column or share a private one (engine.build_nodes.new_names), and the codec's
+column or share a private one (engine.build_vocab.new_names), and the codec's
 bulk read of a SchedulingRequest (adapters.ray.codec) against its per-instance
 NodeSpec form."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from engine import ProblemError
 from engine.build import NodeSpec
-from engine.build_nodes import new_names
+from engine.build_vocab import new_names
 from engine.dtypes import IMPLICIT_PREFIX, Kind, Status
 from engine.node_columns import FlatMaps, NodeColumns, columns
 from engine.node_screen import screen
