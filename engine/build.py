@@ -31,7 +31,6 @@ from .node_columns import NodeColumns
 from .node_screen import screen
 from .problem import Problem
 from .requests import GangSpec, RequestSpec
-from .vocab import Vocab
 
 
 @dataclass
@@ -78,8 +77,6 @@ def build_problem(
     idle_timeout_s: Optional[float] = None,
     disable_launch_config_check: bool = True,
     conserve_gpu: bool = True,
-    vocab: Optional[Vocab] = None,
-    label_vocab: Optional[Vocab] = None,
     gangs: Sequence[GangSpec] = (),
     constraint: Optional[Sequence[RequestSpec]] = None,
     pending_idle_timeout_s: Optional[float] = None,
@@ -99,7 +96,7 @@ def build_problem(
     demand = DemandRows.of(requests, constraint, gangs)
     states = node_states(cols, scr)
     used_ippr = any_ippr(types, states)
-    c = tick_columns(types, run.maps, demand.specs, used_ippr, vocab, label_vocab)
+    c = tick_columns(types, run.maps, demand.specs, used_ippr)
     ta = type_arrays(types, scr.extra_types, c)
     na = node_arrays(cols, scr, run, ta, c)
     da = demand_arrays(demand, c)

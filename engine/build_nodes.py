@@ -9,6 +9,7 @@ offending entry located and named.
 from __future__ import annotations
 
 from collections import deque
+from itertools import repeat
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -117,10 +118,13 @@ def encode_running(cols: NodeColumns, run: Running, inst: np.ndarray, c: TickCol
     avals = check.checked(avm.vals, lambda j: f"instances[{where(ar[j])}]"
                           f".available_resources[{avm.key_at(j)[0]!r}]")
     _private_columns(tr, ar, tc, ac, tot, avm, tvals, pseudo, out.private)
-    if lab.lens.any():
-        lc = np.asarray([lvocab.ids[k] for k in lab.names], np.int64)[lab.kid]
-        lv = values.add_many(list(map(str, lab.vals)))
-        out.label[np.repeat(rows, lab.lens), lc] = lv
+    if lab.lens.any():                # only the keys a type or request names have columns
+        lc = np.fromiter(map(lvocab.ids.get, lab.names, repeat(-1)), np.int64,
+                         len(lab.names))[lab.kid]
+        keep = np.flatnonzero(lc >= 0)
+        if keep.size:
+            lv = values.add_many(list(map(str, _pick(lab.vals, keep))))
+            out.label[np.repeat(rows, lab.lens)[keep], lc[keep]] = lv
     total, free, present = out.total, out.free, out.present
     total[tr, tc] = tvals
     out.order[tr, tp] = tc

@@ -1,11 +1,18 @@
-"""The resource and label columns of one tick.
+"""The resource and label columns of one tick: only what the tick names.
 
-Every name a configured type or a request uses gets a column. A name of the
-running nodes' maps gets one too when more than one node names it (or it is an
-implicit resource); a name only one node has (a raylet's ``node:<ip>``) is that
-node's private resource: it decides nothing a request could see, so each node's
-k-th private resource shares the pseudo column ``PRIVATE_PREFIX + k`` instead of
-widening every row (engine/build_nodes.py fills them).
+Every name a configured type or a request uses gets a column (a request fits
+only where the column holds enough, RAY_V2_SEMANTICS.md §4.7). A name only the
+running nodes' maps use gets one when it decides more than its own node's
+score: ``GPU`` (Ray's GPU avoidance looks for it), an implicit resource, or a
+name more than one node has - unless it is a placement-group bundle resource
+(``CPU_group_<pg>``, ``CPU_group_<i>_<pg>``, ``bundle_group_...``), which the GCS
+adds per placed bundle and which churns with every group. Every other name is
+its node's private resource: no request names it, so it only enters that node's
+utilisation score, victim order and cluster total, and each node's k-th private
+resource shares the pseudo column ``PRIVATE_PREFIX + k`` (build_nodes.py fills
+them, in the node's own dict order) instead of widening every row. The columns
+are made afresh each tick, so a name no type, request or node uses any more
+has no column: the width follows the tick, not the history of the cluster.
 """
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dtypes import IMPLICIT_PREFIX, PRIVATE_PREFIX
+from .dtypes import GPU, IMPLICIT_PREFIX, PRIVATE_PREFIX
 from .node_columns import FlatMaps
 from .requests import collect_names
 from .vocab import Vocab
@@ -22,30 +29,28 @@ from .vocab import Vocab
 @dataclass
 class TickColumns:
     vocab: Vocab           # resource name -> column
-    lvocab: Vocab          # label key -> label column
+    lvocab: Vocab          # label key -> label column: only the keys types and requests
+                           # name (selectors, placement constraints); a node label no
+                           # request reads decides nothing (placement groups add one each)
     values: Vocab          # label value -> id ("" is a value: placement-group markers)
     total_cols: np.ndarray     # column of each entry of the running nodes' total maps
     avail_cols: np.ndarray     # ... of their available maps (-1: a private resource)
 
 
-def tick_columns(types, maps: tuple, specs: list, any_ippr: bool, vocab=None,
-                 label_vocab=None) -> TickColumns:
+def tick_columns(types, maps: tuple, specs: list, any_ippr: bool) -> TickColumns:
     """Columns for the configured ``types``, the running nodes' ``maps`` (total,
     available, labels FlatMaps sharing one name list between the first two) and
-    the request ``specs``; ``vocab`` / ``label_vocab``: columns to start from."""
-    vocab = Vocab(vocab.names) if vocab is not None else Vocab()
-    lvocab = Vocab(label_vocab.names) if label_vocab is not None else Vocab()
-    values = Vocab(allow_empty=True)
+    the request ``specs``."""
+    vocab, lvocab, values = Vocab(), Vocab(), Vocab(allow_empty=True)
     for ts in types:
         for k in ts.resources:
             vocab.add(k)
         for k in ts.labels:
             lvocab.add(k)
-    lvocab.add_many(maps[2].names)
     collect_names(specs, vocab, lvocab)
     tc, ac = maps[0].columns(vocab.ids), maps[1].columns(vocab.ids)
     known = len(vocab)
-    named, n_private = new_names(maps[0], maps[1], tc, ac, IMPLICIT_PREFIX)
+    named, n_private = new_names(maps[0], maps[1], tc, ac)
     for k in named:
         vocab.add(k)
     for j in range(n_private):
@@ -58,13 +63,15 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool, vocab=None,
     return TickColumns(vocab, lvocab, values, tc, ac)
 
 
-def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray, implicit_prefix: str):
+def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray):
     """The resource names of the running nodes' maps without a column (``tc``,
     ``ac``: their columns, -1 for none; ``tot`` and ``av`` share one name list).
-    Returns (the names that get a column, in first-seen order node by node -
-    each node's totals first, then the names only its availability has -; the
-    most private names one node has: names one node alone has, not implicit,
-    share pseudo columns)."""
+    Returns (the names that get a column - GPU, implicit resources, and names
+    more than one node has that are not placement-group bundle resources (their
+    names hold ``_group_``, the test Ray's own autoscaler uses) - in first-seen order
+    node by node, each node's totals first, then the names only its
+    availability has; the most private names one node has: the others share
+    pseudo columns)."""
     if tot.names is not av.names:
         raise ValueError("total and available maps must share their names (FlatMaps.of_pair)")
     tu, au = np.flatnonzero(tc < 0), np.flatnonzero(ac < 0)
@@ -85,8 +92,13 @@ def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray, impli
     distinct, first = np.unique(ids, return_index=True)
     distinct = distinct[np.argsort(first, kind="stable")]         # first-seen order
     names = tot.names
-    shared = [k for k in distinct.tolist()
-              if per_name[k] > 1 or names[k].startswith(implicit_prefix)]
+    # GPU, implicit resources, and names of several nodes that are not bundle
+    # resources (one test per distinct name; the usual one is a node's own)
+    many = set(np.flatnonzero(per_name > 1).tolist())
+    shared = [k for k, name in zip(distinct.tolist(), map(names.__getitem__, distinct.tolist()))
+              if name == GPU or name.startswith(IMPLICIT_PREFIX)
+              or (k in many and "_group_" not in name)]
     mine = ~np.isin(ids, shared) if shared else np.ones(ids.size, bool)
     most = int(np.bincount(rows[mine]).max()) if mine.any() else 0
     return [names[k] for k in shared], most
+

@@ -9,11 +9,11 @@ from .dtypes import IMPLICIT_PREFIX
 
 
 class Vocab:
-    """An append-only name -> column mapping.
+    """An append-only name -> column mapping, made afresh for each tick.
 
     Columns are numbered in first-seen order, so encoding the same input twice
-    gives the same columns (determinism), and an adapter can keep one vocabulary
-    across ticks and only append to it.
+    gives the same columns (determinism). No decision depends on the numbering:
+    sums follow each map's own order (``node_order``), not the columns'.
     """
 
     __slots__ = ("_ids", "_names", "_allow_empty")

@@ -233,8 +233,8 @@ _LABELS, _DYNAMIC = attrgetter("labels"), attrgetter("dynamic_labels")
 _IDLE = attrgetter("idle_duration_ms")
 
 
-def decode(req: SchedulingRequest, vocab=None, cache: Optional[SpecCache] = None) -> Decoded:
-    """``vocab`` and ``cache``: the previous tick's columns and specs (optional);
+def decode(req: SchedulingRequest, cache: Optional[SpecCache] = None) -> Decoded:
+    """``cache``: the placement groups and bundles decoded last tick (optional);
     ``Decoded.cache`` is this tick's, to pass to the next."""
     if len(req.cluster_resource_constraints) > 1:
         raise ProblemError("cluster_resource_constraints",
@@ -263,7 +263,7 @@ def decode(req: SchedulingRequest, vocab=None, cache: Optional[SpecCache] = None
                       pending_idle_timeout_s=req.pending_idle_timeout_s,
                       disable_launch_config_check=req.disable_launch_config_check,
                       conserve_gpu=_conserve_gpu(),
-                      vocab=vocab, gangs=gangs, constraint=constraint)
+                      gangs=gangs, constraint=constraint)
     for n in np.flatnonzero(p.node_ippr["attached"]):
         inst = req.current_instances[int(p.node_source[n])]
         if inst.im_instance.status == Instance.RAY_RUNNING and inst.im_instance.node_id:
