@@ -23,13 +23,13 @@ from .build_ippr import any_ippr, ippr_arrays, node_states
 from .build_nodes import Running, node_arrays
 from .build_types import type_arrays, type_index
 from .build_vocab import tick_columns
-from .dtypes import GPU, IDX, Kind, Status
+from .dtypes import GPU, IDX, IMPLICIT_PREFIX, Kind, Status
 from .exact_columns import exact_columns
 from .exact_columns import exact_columns as _exact_columns  # noqa: F401  (tests import it)
 from .ippr import IpprState
 from .node_columns import NodeColumns
 from .node_screen import screen
-from .problem import Problem
+from .problem import Problem, ProblemError
 from .requests import GangSpec, RequestSpec
 
 
@@ -80,6 +80,8 @@ def build_problem(
     gangs: Sequence[GangSpec] = (),
     constraint: Optional[Sequence[RequestSpec]] = None,
     pending_idle_timeout_s: Optional[float] = None,
+    implicit_prefix: str = IMPLICIT_PREFIX,
+    pending_terminable: Sequence[int] = Status.PENDING_TERMINABLE,
 ) -> Problem:
     """Validate and encode one tick.
 
@@ -88,6 +90,11 @@ def build_problem(
     placement groups. A RequestSpec's ``sum`` lets an adapter pass Ray's
     request-sort sum computed over the original map (its iteration order decides
     the last bit); by default it is summed in the bundle's own order.
+
+    Ray's own settings, as the adapter read them this tick: ``conserve_gpu``
+    (``AUTOSCALER_CONSERVE_GPU_NODES``), ``implicit_prefix``
+    (``IMPLICIT_RESOURCE_PREFIX``: a missing resource with it counts as 1.0) and
+    ``pending_terminable`` (``PENDING_TERMINABLE_STATUSES``, in rank order).
     """
     tix = type_index(types)
     cols = NodeColumns.of(nodes)
@@ -96,7 +103,9 @@ def build_problem(
     demand = DemandRows.of(requests, constraint, gangs)
     states = node_states(cols, scr)
     used_ippr = any_ippr(types, states)
-    c = tick_columns(types, run.maps, demand.specs, used_ippr)
+    if not isinstance(implicit_prefix, str) or not implicit_prefix:
+        raise ProblemError("implicit_prefix", f"must be a non-empty string, got {implicit_prefix!r}")
+    c = tick_columns(types, run.maps, demand.specs, used_ippr, implicit_prefix)
     ta = type_arrays(types, scr.extra_types, c)
     na = node_arrays(cols, scr, run, ta, c)
     da = demand_arrays(demand, c)
@@ -104,7 +113,7 @@ def build_problem(
     R = len(c.vocab)
     return Problem(
         resources=c.vocab.names,
-        implicit=c.vocab.implicit_mask(),
+        implicit=c.implicit,
         exact=exact_columns(R, ta.cap, na.total, na.free, da.table.qty, ia.values),
         label_keys=c.lvocab.names,
         label_values=c.values.names,
@@ -158,4 +167,19 @@ def build_problem(
         conserve_gpu=bool(conserve_gpu),
         clamped=na.clamped,
         skipped=tuple(scr.skipped),
+        pending_terminable=_statuses(pending_terminable),
     )
+
+
+def _statuses(statuses) -> tuple:
+    """Ray's PENDING_TERMINABLE_STATUSES as instance status codes, checked."""
+    where = "ResourceDemandScheduler.PENDING_TERMINABLE_STATUSES"
+    try:
+        out = tuple(statuses)
+    except TypeError:
+        raise ProblemError(where, f"must be a sequence of statuses, got {statuses!r}") from None
+    for s in out:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or int(s) not in Status.NAMES \
+                or int(s) < 0:
+            raise ProblemError(where, f"{s!r} is not an instance status")
+    return tuple(int(s) for s in out)

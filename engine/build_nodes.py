@@ -72,7 +72,7 @@ def node_arrays(cols: NodeColumns, scr: Screen, run: Running, types: TypeArrays,
         a.present[pend] = order_mask(types.order[t], R)
         a.label[pend] = types.label[t]
     a.clamped = encode_running(cols, run, scr.kept[run.rows], c, a)
-    implicit = c.vocab.implicit_mask()
+    implicit = c.implicit
     a.free[:, implicit] = np.where(a.present[:, implicit], a.free[:, implicit], 1.0)
     return a
 

@@ -82,7 +82,7 @@ def type_arrays(types: Sequence, extra: Sequence[str], c: TickColumns) -> TypeAr
             a.label[t, c.lvocab[k]] = c.values.add(str(v)) if v is not None else -1
         hashes[t] = ts.launch_hash or ""
     a.launch_hash = tuple(hashes)
-    a.free = new_node_free(a.cap, a.order, vocab.implicit_mask())
+    a.free = new_node_free(a.cap, a.order, c.implicit)
     return a
 
 

@@ -35,12 +35,15 @@ class TickColumns:
     values: Vocab          # label value -> id ("" is a value: placement-group markers)
     total_cols: np.ndarray     # column of each entry of the running nodes' total maps
     avail_cols: np.ndarray     # ... of their available maps (-1: a private resource)
+    implicit: np.ndarray       # (R,) bool: implicit resources (missing means 1.0)
 
 
-def tick_columns(types, maps: tuple, specs: list, any_ippr: bool) -> TickColumns:
+def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
+                 implicit_prefix: str = IMPLICIT_PREFIX) -> TickColumns:
     """Columns for the configured ``types``, the running nodes' ``maps`` (total,
     available, labels FlatMaps sharing one name list between the first two) and
-    the request ``specs``."""
+    the request ``specs``; names starting with ``implicit_prefix`` are Ray's
+    implicit resources."""
     vocab, lvocab, values = Vocab(), Vocab(), Vocab(allow_empty=True)
     for ts in types:
         for k in ts.resources:
@@ -50,7 +53,7 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool) -> TickColumns
     collect_names(specs, vocab, lvocab)
     tc, ac = maps[0].columns(vocab.ids), maps[1].columns(vocab.ids)
     known = len(vocab)
-    named, n_private = new_names(maps[0], maps[1], tc, ac)
+    named, n_private = new_names(maps[0], maps[1], tc, ac, implicit_prefix)
     for k in named:
         vocab.add(k)
     for j in range(n_private):
@@ -60,10 +63,11 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool) -> TickColumns
         vocab.add("memory")
     if len(vocab) > known:              # names that got a column since
         tc, ac = maps[0].columns(vocab.ids), maps[1].columns(vocab.ids)
-    return TickColumns(vocab, lvocab, values, tc, ac)
+    return TickColumns(vocab, lvocab, values, tc, ac, vocab.implicit_mask(implicit_prefix))
 
 
-def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray):
+def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray,
+              implicit_prefix: str = IMPLICIT_PREFIX):
     """The resource names of the running nodes' maps without a column (``tc``,
     ``ac``: their columns, -1 for none; ``tot`` and ``av`` share one name list).
     Returns (the names that get a column - GPU, implicit resources, and names
@@ -96,7 +100,7 @@ def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray):
     # resources (one test per distinct name; the usual one is a node's own)
     many = set(np.flatnonzero(per_name > 1).tolist())
     shared = [k for k, name in zip(distinct.tolist(), map(names.__getitem__, distinct.tolist()))
-              if name == GPU or name.startswith(IMPLICIT_PREFIX)
+              if name == GPU or name.startswith(implicit_prefix)
               or (k in many and "_group_" not in name)]
     mine = ~np.isin(ids, shared) if shared else np.ones(ids.size, bool)
     most = int(np.bincount(rows[mine]).max()) if mine.any() else 0

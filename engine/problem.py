@@ -105,6 +105,9 @@ class Problem:
     clamped: int = 0                    # available > total entries (quirk Q12: their
                                         # utilisation is clamped at 0 when scored)
     skipped: tuple[tuple[int, str], ...] = field(default=())  # (input index, why) not made nodes
+    # Ray's ResourceDemandScheduler.PENDING_TERMINABLE_STATUSES as read this tick:
+    # pending statuses idle-terminated without a drain, least advanced first (§5.1)
+    pending_terminable: tuple = (1, 3, 4)
 
     @property
     def R(self) -> int:

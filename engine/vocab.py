@@ -64,6 +64,6 @@ class Vocab:
     def names(self) -> tuple[str, ...]:
         return tuple(self._names)
 
-    def implicit_mask(self) -> np.ndarray:
+    def implicit_mask(self, prefix: str = IMPLICIT_PREFIX) -> np.ndarray:
         """(R,) bool: columns that are Ray implicit resources (missing means 1.0)."""
-        return np.array([n.startswith(IMPLICIT_PREFIX) for n in self._names], dtype=bool)
+        return np.array([n.startswith(prefix) for n in self._names], dtype=bool)

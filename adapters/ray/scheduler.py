@@ -8,6 +8,7 @@ import uuid
 from collections import Counter
 from typing import Callable, Optional
 
+import ray.autoscaler.v2.scheduler as _rds
 from ray.autoscaler.v2.scheduler import (ResourceDemandScheduler, SchedulingReply,
                                          SchedulingRequest)
 
@@ -32,8 +33,10 @@ class EngineScheduler(ResourceDemandScheduler):
                  monotonic: Optional[Callable[[], float]] = None):
         super().__init__(event_logger)
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
-        self._now_ns = now_ns or time.time_ns
-        self._monotonic = monotonic or time.monotonic
+        # Ray's scheduler calls time.time_ns / time.monotonic through its module's
+        # ``time`` at tick time; so do these defaults (a patched clock applies).
+        self._now_ns = now_ns or (lambda: _rds.time.time_ns())
+        self._monotonic = monotonic or (lambda: _rds.time.monotonic())
         # Per type, since when 1, 2, ... pending nodes have been unneeded (§5.1);
         # replaced only after a tick succeeds, so a failed tick leaves it intact.
         self._pending_since: dict = {}
