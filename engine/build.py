@@ -21,9 +21,9 @@ from . import build_check as check
 from .build_demand import DemandRows, demand_arrays
 from .build_ippr import any_ippr, ippr_arrays, node_states
 from .build_nodes import Running, node_arrays
-from .build_types import type_arrays, type_index
+from .build_types import launch_names, type_arrays, type_index
 from .build_vocab import tick_columns
-from .dtypes import GPU, IDX, IMPLICIT_PREFIX, Kind, Status
+from .dtypes import CNT, GPU, IDX, IMPLICIT_PREFIX, Kind, Status
 from .exact_columns import exact_columns
 from .exact_columns import exact_columns as _exact_columns  # noqa: F401  (tests import it)
 from .ippr import IpprState
@@ -46,6 +46,9 @@ class NodeTypeSpec:
     availability: float = 1.0          # cloud_resource_availabilities[type]
     recoverable: float = 1.0           # recoverable_resource_availabilities[type]
     ippr_max: Optional[tuple[float, float]] = None   # IPPR group (max CPU, max memory)
+    # The type nodes made from this config carry (Ray's NodeTypeConfig.name) when
+    # it differs from ``name`` (the config's key): docs/SEMANTICS.md "key and name".
+    launch_as: Optional[str] = None
 
 
 @dataclass(slots=True)
@@ -82,6 +85,8 @@ def build_problem(
     pending_idle_timeout_s: Optional[float] = None,
     implicit_prefix: str = IMPLICIT_PREFIX,
     pending_terminable: Sequence[int] = Status.PENDING_TERMINABLE,
+    cloud_availability: Optional[Mapping[str, float]] = None,
+    recoverable_availability: Optional[Mapping[str, float]] = None,
 ) -> Problem:
     """Validate and encode one tick.
 
@@ -95,6 +100,9 @@ def build_problem(
     (``AUTOSCALER_CONSERVE_GPU_NODES``), ``implicit_prefix``
     (``IMPLICIT_RESOURCE_PREFIX``: a missing resource with it counts as 1.0) and
     ``pending_terminable`` (``PENDING_TERMINABLE_STATUSES``, in rank order).
+    ``cloud_availability`` / ``recoverable_availability``: the request's scores
+    by type name, for the types no config carries (configured types take
+    theirs from their NodeTypeSpec); Ray looks them up by a node's type.
     """
     tix = type_index(types)
     cols = NodeColumns.of(nodes)
@@ -106,7 +114,11 @@ def build_problem(
     if not isinstance(implicit_prefix, str) or not implicit_prefix:
         raise ProblemError("implicit_prefix", f"must be a non-empty string, got {implicit_prefix!r}")
     c = tick_columns(types, run.maps, demand.specs, used_ippr, implicit_prefix)
-    ta = type_arrays(types, scr.extra_types, c)
+    extra = scr.extra_types + launch_names(types, tix, scr.extra_types)
+    ta = type_arrays(types, extra, c, dict(cloud_availability or {}),
+                     dict(recoverable_availability or {}))
+    pend = (scr.status != Status.RAY_RUNNING) & ~scr.outdated
+    node_type = np.where(pend, ta.launch_as[scr.type], scr.type)   # a config's node: its name
     na = node_arrays(cols, scr, run, ta, c)
     da = demand_arrays(demand, c)
     ia = ippr_arrays(types, ta.T, states, scr.kept, c.vocab, used_ippr)
@@ -131,9 +143,11 @@ def build_problem(
         type_availability=ta.availability,
         type_label=ta.label,
         type_launch_hash=ta.launch_hash,
+        type_launch_as=ta.launch_as,
         type_ippr_max=ia.type_max,
         node_source=scr.kept.astype(IDX),
-        node_type=scr.type.astype(IDX),
+        node_type=node_type.astype(IDX),
+        node_priority=np.where(ta.configured[scr.type], ta.priority[scr.type], 0).astype(CNT),
         node_status=scr.status.astype(np.int8),
         node_kind=scr.kind.astype(np.int8),
         node_total=na.total,

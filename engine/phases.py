@@ -178,7 +178,7 @@ def sched_gangs(ctx: Context, rq: Requests) -> np.ndarray:
     if not p.G:
         return np.zeros(0, bool), order
     ptr, g_run, g_cnt = _gang_runs(rq, p, order)
-    if GANG_KERNEL and not ctx.ippr_attached[ctx.nodes].any():
+    if GANG_KERNEL and not ctx.ippr_attached[ctx.nodes].any() and not p.relabels:
         return _gangs_in_kernel(ctx, rq, ptr, g_run, g_cnt, order), order
     bad = np.zeros(p.G, bool)
     for k, g in enumerate(order):
