@@ -63,18 +63,18 @@ def main(argv=None) -> int:
     sched = EngineScheduler(new_id=lambda: "id", now_ns=lambda: 0)
     rows, win, checked, differ = [], [], 0, []
     rss0 = None
-    print("| ticks | width (min-max) | tick ms median (max) | decode / engine / encode ms "
-          "| RSS MiB | Ray checks |")
-    print("|---|---|---|---|---|---|")
+    print("| ticks | width (min-max) | tick ms median (max) | CPU ms median "
+          "| decode / engine / encode ms | RSS MiB | Ray checks |")
+    print("|---|---|---|---|---|---|---|")
     for tick in range(args.ticks):
         req = churn.request()
         want = None
         if args.check_every and tick % args.check_every == args.check_every - 1:
             want = ResourceDemandScheduler().schedule(copy.deepcopy(req))
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         got = sched.schedule(req)
-        dt = time.perf_counter() - t
-        win.append((dt, width(sched), dict(sched.last_timing)))
+        dt, dc = time.perf_counter() - t, time.process_time() - c
+        win.append((dt, width(sched), dict(sched.last_timing), dc))
         if want is not None:
             checked += 1
             problems = reply_diff(want, got)
@@ -86,17 +86,20 @@ def main(argv=None) -> int:
             rss0 = rss_mib()
         if len(win) == args.window or tick == args.ticks - 1:
             ts = [w[0] * 1000 for w in win]
+            cpu = statistics.median(w[3] * 1000 for w in win)
             ws = [w[1] for w in win]
             parts = [statistics.median(w[2][k] for w in win) * 1000
                      for k in ("decode_s", "engine_s", "encode_s")]
             gc.collect()
             row = dict(ticks=tick + 1, width_min=min(ws), width_max=max(ws),
                        tick_ms_median=statistics.median(ts), tick_ms_max=max(ts),
+                       tick_cpu_ms_median=cpu,
                        decode_ms=parts[0], engine_ms=parts[1], encode_ms=parts[2],
                        rss_mib=rss_mib(), ray_checked=checked, ray_differ=len(differ))
             rows.append(row)
             print(f"| {row['ticks']} | {min(ws)}-{max(ws)} | {row['tick_ms_median']:.1f} "
-                  f"({row['tick_ms_max']:.1f}) | {parts[0]:.1f} / {parts[1]:.1f} / {parts[2]:.1f} "
+                  f"({row['tick_ms_max']:.1f}) | {cpu:.1f} "
+                  f"| {parts[0]:.1f} / {parts[1]:.1f} / {parts[2]:.1f} "
                   f"| {row['rss_mib']:.0f} | {checked} ({len(differ)} differ) |", flush=True)
             win = []
     print(f"RSS after the first tick {rss0:.0f} MiB, at the end {rss_mib():.0f} MiB; "

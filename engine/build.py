@@ -112,7 +112,8 @@ def build_problem(
     states = node_states(cols, scr)
     used_ippr = any_ippr(types, states)
     if not isinstance(implicit_prefix, str) or not implicit_prefix:
-        raise ProblemError("implicit_prefix", f"must be a non-empty string, got {implicit_prefix!r}")
+        raise ProblemError("implicit_prefix",
+                           f"must be a non-empty string, got {implicit_prefix!r}")
     c = tick_columns(types, run.maps, demand.specs, used_ippr, implicit_prefix)
     extra = scr.extra_types + launch_names(types, tix, scr.extra_types)
     ta = type_arrays(types, extra, c, dict(cloud_availability or {}),
@@ -193,7 +194,7 @@ def _statuses(statuses) -> tuple:
     except TypeError:
         raise ProblemError(where, f"must be a sequence of statuses, got {statuses!r}") from None
     for s in out:
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or int(s) not in Status.NAMES \
-                or int(s) < 0:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) \
+                or int(s) not in Status.NAMES or int(s) < 0:
             raise ProblemError(where, f"{s!r} is not an instance status")
     return tuple(int(s) for s in out)

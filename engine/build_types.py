@@ -114,7 +114,8 @@ def type_arrays(types: Sequence, extra: Sequence[str], c: TickColumns,
         if ts.launch_as is not None:
             a.launch_as[t] = at[ts.launch_as]
     for t, n in enumerate(extra, start=len(types)):
-        a.availability[t] = check.fraction(cloud.get(n, 1.0), f"cloud_resource_availabilities[{n!r}]")
+        a.availability[t] = check.fraction(cloud.get(n, 1.0),
+                                           f"cloud_resource_availabilities[{n!r}]")
         a.recoverable[t] = check.fraction(recoverable.get(n, 1.0),
                                           f"recoverable_resource_availabilities[{n!r}]")
     a.free = new_node_free(a.cap, a.order, c.implicit)

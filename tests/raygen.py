@@ -34,9 +34,7 @@ from ray.core.generated.autoscaler_pb2 import (AffinityConstraint, AntiAffinityC
 from ray.core.generated.common_pb2 import LabelSelector, LabelSelectorConstraint
 from ray.core.generated.instance_manager_pb2 import Instance, NodeKind
 
-GIB = float(2 ** 30)
-UNITS = 10_000                 # ray._raylet.RESOURCE_UNIT_SCALING: raylet fixed point
-MARK = 2.0 ** -10              # a dyadic stand-in for Ray's 0.001 (default mode)
+from .raygen_real import GIB, UNITS, odd_bytes, placed_groups, real_shape
 PENDING = [Instance.QUEUED, Instance.REQUESTED, Instance.ALLOCATED, Instance.RAY_INSTALLING,
            Instance.RAY_STOP_REQUESTED]
 GONE = [Instance.RAY_STOPPING, Instance.RAY_STOPPED, Instance.TERMINATING, Instance.TERMINATED,
@@ -44,20 +42,10 @@ GONE = [Instance.RAY_STOPPING, Instance.RAY_STOPPED, Instance.TERMINATING, Insta
         Instance.ALLOCATION_TIMEOUT]
 
 
-def _fixed(x: float) -> float:
-    """A quantity as a raylet reports it: whole units of 1/10,000."""
-    return round(x * UNITS) / UNITS
-
-
-def _odd_bytes(rng, gib: float) -> float:
-    """About ``gib`` GiB as raylets report memory: an odd count of bytes."""
-    return float(int(GIB * gib * float(rng.uniform(0.6, 0.95))) | 1)
-
-
 def _type_resources(rng, real: bool = False) -> dict:
     cpu = float(rng.choice([1, 2, 4, 8, 16, 32, 48]))
     mem = float(rng.choice([2, 4, 8, 16, 64]))
-    res = {"CPU": cpu, "memory": _odd_bytes(rng, mem) if real else GIB * mem}
+    res = {"CPU": cpu, "memory": odd_bytes(rng, mem) if real else GIB * mem}
     if rng.random() < 0.35:
         res["GPU"] = float(rng.choice([1, 2, 4, 8]))
         if real and rng.random() < 0.5:
@@ -73,7 +61,7 @@ def _type_resources(rng, real: bool = False) -> dict:
 
 def _shape(rng, types, real: bool = False) -> dict:
     if real:
-        return _real_shape(rng, types)
+        return real_shape(rng, types)
     roll = rng.random()
     if roll < 0.05:
         return {"CPU": 0.0}                # zero shapes fit anywhere (Q8/Q9)
@@ -93,33 +81,6 @@ def _shape(rng, types, real: bool = False) -> dict:
         s["ssd"] = 1.0
     if rng.random() < 0.05:
         s["node:__internal_implicit_resource_x"] = 0.5
-    return s
-
-
-def _real_shape(rng, types) -> dict:
-    """A request as a raylet reports it: fixed-point CPU and GPU fractions, odd
-    memory byte counts, the 0.001 accelerator marker."""
-    roll = rng.random()
-    if roll < 0.04:
-        return {"CPU": 0.0}
-    if roll < 0.07:
-        return {"GPU": 0.0, "CPU": 0.3}
-    if roll < 0.1:
-        return {"CPU": 1000.0}
-    if roll < 0.17:
-        t = types[int(rng.integers(len(types)))]
-        return {k: v for k, v in t.items() if k in ("CPU", "GPU")}
-    s = {"CPU": float(rng.choice([0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.7, 3.3, 4.0]))}
-    if rng.random() < 0.4:
-        s["memory"] = float(int(rng.integers(1, 9)) * 268_435_456 + 2 * int(rng.integers(0, 999)) + 1)
-    if rng.random() < 0.3:
-        s["GPU"] = float(rng.choice([0.1, 0.25, 0.3, 1.0, 2.0]))
-        if rng.random() < 0.3:
-            s["accelerator_type:A100"] = 0.001
-    if rng.random() < 0.07:
-        s["ssd"] = 0.3
-    if rng.random() < 0.05:
-        s["node:__internal_implicit_resource_x"] = 0.3
     return s
 
 
@@ -174,7 +135,7 @@ def _gang(rng, type_res, g: int, hosted: dict, real: bool = False) -> GangResour
 def _running(rng, name, res, head=False, i=0, real=False) -> AutoscalerInstance:
     total = dict(res)
     if rng.random() < 0.7:                 # raylets report these; tasks never use them
-        total["object_store_memory"] = _odd_bytes(rng, 1.0) if real else GIB
+        total["object_store_memory"] = odd_bytes(rng, 1.0) if real else GIB
         total[f"node:10.0.0.{i}"] = 1.0
     avail = {}
     for k, v in total.items():
@@ -244,64 +205,6 @@ def _ippr(rng, configs, insts):
     if not groups:
         return None, {}
     return IPPRSpecs(groups=groups), statuses
-
-
-def _placed_groups(rng, insts, reqs: list, constraints: list, real: bool):
-    """Placement groups already placed on running nodes, in the nodes' maps as
-    the GCS reports them, and tasks waiting on their bundles (plain requests
-    and, sometimes, the constraint). Returns (requests, constraints)."""
-    running = [x for x in insts if x.ray_node is not None and x.im_instance.node_kind != NodeKind.HEAD]
-    if not running:
-        return reqs, constraints
-    task = 0.001 if real else MARK             # a task's share of a bundle
-    placed = []
-    for g in range(int(rng.integers(1, 7))):
-        pg = f"{g:02x}{int(rng.integers(1 << 30)):08x}" + "c0" * 13
-        cpu = (_fixed(float(rng.choice([0.1, 0.3, 1.0, 1.5]))) if real
-               else float(rng.integers(1, 9)) / 4)
-        bundle = {"CPU": cpu} if rng.random() < 0.7 else {"CPU": cpu, "GPU": 1.0}
-        nb = int(rng.integers(1, 4))
-        spread = rng.random() < 0.6            # one bundle a node, else all on one node
-        hosts = [running[int(j)] for j in rng.choice(len(running), size=min(nb, len(running)),
-                                                     replace=False)] if spread \
-            else [running[int(rng.integers(len(running)))]] * nb
-        for i, x in enumerate(hosts):
-            tot, av = x.ray_node.total_resources, x.ray_node.available_resources
-            if not all(av[k] >= v if k in av else False for k, v in bundle.items()):
-                continue                       # no room: the GCS put it elsewhere
-            for k, v in bundle.items():        # a placed bundle reserves its resources
-                av[k] = (round(av[k] * UNITS) - round(v * UNITS)) / UNITS if real else av[k] - v
-            tasks = int(rng.integers(0, 3))
-            for k, v in bundle.items():
-                used = min(v, _fixed(0.1 * tasks) if real else 0.25 * tasks)
-                for name in (f"{k}_group_{i}_{pg}", f"{k}_group_{pg}"):
-                    tot[name] = tot[name] + v if name in tot else v
-                    av[name] = av[name] + v - used if name in av else v - used
-            for name in (f"bundle_group_{i}_{pg}", f"bundle_group_{pg}"):
-                tot[name] = tot[name] + 1000.0 if name in tot else 1000.0
-                left = 1000.0 - task * tasks
-                if not (left == 0 and rng.random() < 0.5):
-                    av[name] = av[name] + left if name in av else left
-            x.ray_node.dynamic_labels[f"_PG_{pg}"] = ""
-        placed.append((pg, len(hosts)))
-    reqs = list(reqs)
-    for pg, nb in placed:
-        if rng.random() < 0.6:                 # a task waiting on the group (any bundle)
-            i = int(rng.integers(nb))
-            bundle = ({f"CPU_group_{pg}": 1.0 if rng.random() < 0.5 else 0.25,
-                       f"bundle_group_{pg}": task} if rng.random() < 0.5
-                      else {f"CPU_group_{i}_{pg}": 0.5, f"bundle_group_{i}_{pg}": task})
-            reqs.append(ResourceRequestByCount(request=ResourceRequest(resources_bundle=bundle),
-                                               count=int(rng.integers(1, 5))))
-    if placed and rng.random() < 0.15:         # request_resources() naming a bundle
-        pg = placed[0][0]
-        con = ResourceRequestByCount(request=ResourceRequest(
-            resources_bundle={f"CPU_group_{pg}": 0.25}), count=1)
-        if constraints:
-            constraints[0].resource_requests.append(con)
-        else:
-            constraints = [ClusterResourceConstraint(resource_requests=[con])]
-    return reqs, constraints
 
 
 def pg_constraints(strategy: str, label: str) -> list:
@@ -391,7 +294,7 @@ def make_request(seed: int, *, max_nodes: int = 30, full: bool = True,
                 count=int(rng.integers(1, 6))) for _ in range(int(rng.integers(1, 4)))]
             constraints = [ClusterResourceConstraint(resource_requests=cons)]
     if groups:
-        reqs, constraints = _placed_groups(rng, insts, reqs, constraints, real)
+        reqs, constraints = placed_groups(rng, insts, reqs, constraints, real)
     specs, statuses = _ippr(rng, configs, insts) if full and rng.random() < 0.3 else (None, {})
     avail = {n: float(rng.choice([0.0, 0.25, 0.5, 1.0])) for n in names if rng.random() < 0.2}
     recov = {n: float(rng.choice([0.0, 0.5, 1.0])) for n in names if rng.random() < 0.2}

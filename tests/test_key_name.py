@@ -58,8 +58,8 @@ def test_key_and_name_differ_as_in_ray(kind):
     outcome = Counter()
     for seed in range(kind, 320, 4):
         for full in (True, False):
-            make = lambda: _renamed(make_request(seed, max_nodes=30 if seed % 3 else 60,  # noqa: E731
-                                                 full=full), seed)
+            kw = dict(max_nodes=30 if seed % 3 else 60, full=full)
+            make = lambda: _renamed(make_request(seed, **kw), seed)    # noqa: E731
             try:
                 ResourceDemandScheduler().schedule(make())
                 crash = ""
@@ -81,9 +81,9 @@ def test_key_and_name_differ_as_in_ray(kind):
                 violations = check_plan(d.problem, schedule(d.problem), allow_q1=True)
                 assert not violations, violations
                 outcome["plan checked"] += 1
-            same = decisions(schedule_fixed(make_request(seed, max_nodes=30 if seed % 3 else 60,
-                                                         full=full)))
-            outcome["match" + crash + ("" if decisions(want) == same else ", renaming mattered")] += 1
+            same = decisions(schedule_fixed(make_request(seed, **kw)))
+            mattered = "" if decisions(want) == same else ", renaming mattered"
+            outcome["match" + crash + mattered] += 1
     print(KINDS[kind], dict(outcome))
     assert outcome["ray-fixed-asserts"] <= 10 and outcome["plan checked"] >= 60, outcome
     assert sum(v for k, v in outcome.items() if "renaming mattered" in k) >= 20, outcome

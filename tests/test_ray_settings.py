@@ -1,7 +1,7 @@
 """Ray's tick-time settings (issue 12 item 2): the module-level values Ray 2.60's
 scheduler reads while it schedules are read by the adapter at every tick, from
 where Ray reads them, and the engine decides as Ray does under each
-(adapters/ray/codec.py ``ray_settings``):
+(adapters/ray/settings.py ``ray_settings``):
 
 - ``ray.autoscaler.v2.scheduler.AUTOSCALER_CONSERVE_GPU_NODES`` (GPU avoidance);
 - ``IMPLICIT_RESOURCE_PREFIX`` (the scheduler module's, for its pre-filter, and

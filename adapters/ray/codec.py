@@ -28,6 +28,7 @@ from engine.plan import Plan
 from engine.problem import Problem, ProblemError
 
 from . import wire
+from .settings import ray_settings
 
 
 @dataclass
@@ -290,32 +291,6 @@ def _ippr_status(inst, req: SchedulingRequest):
     if node_type not in req.ippr_specs.groups:
         return None
     return req.ippr_statuses[inst.cloud_instance_id]
-
-
-def ray_settings() -> dict:
-    """The module-level settings Ray's scheduler reads while it schedules, read
-    now from where it reads them (a setting patched there - or an environment
-    read at Ray's import - takes effect on the next tick, as in Ray):
-
-    - ``AUTOSCALER_CONSERVE_GPU_NODES``, the name in ``ray.autoscaler.v2.scheduler``
-      (imported there from ``ray.autoscaler._private.constants``, env
-      ``AUTOSCALER_CONSERVE_GPU_NODES``): GPU avoidance in the score (truthiness);
-    - ``IMPLICIT_RESOURCE_PREFIX``: the scheduler module's name (its pre-filter)
-      and ``ray._raylet``'s (``_fits``/``_inplace_subtract`` read it there at
-      every call); the engine models one prefix, so they must agree;
-    - ``ResourceDemandScheduler.PENDING_TERMINABLE_STATUSES`` (a class attribute,
-      read through the base class by pending-idle tracking and idle termination).
-    """
-    import ray._raylet
-    import ray.autoscaler.v2.scheduler as rds
-
-    prefix = rds.IMPLICIT_RESOURCE_PREFIX
-    if ray._raylet.IMPLICIT_RESOURCE_PREFIX != prefix:
-        raise ProblemError("ray.autoscaler.v2.scheduler.IMPLICIT_RESOURCE_PREFIX",
-                           f"is {prefix!r} but ray._raylet.IMPLICIT_RESOURCE_PREFIX is "
-                           f"{ray._raylet.IMPLICIT_RESOURCE_PREFIX!r}; the engine models one prefix")
-    return dict(conserve_gpu=bool(rds.AUTOSCALER_CONSERVE_GPU_NODES), implicit_prefix=prefix,
-                pending_terminable=rds.ResourceDemandScheduler.PENDING_TERMINABLE_STATUSES)
 
 
 def _details(cause: int, value: int, node_type: str, has_ray: bool, p: Problem,
