@@ -51,6 +51,13 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
         for k in ts.labels:
             lvocab.add(k)
     collect_names(specs, vocab, lvocab)
+    # Names in several nodes' totals that are not bundle resources get a column
+    # (object_store_memory, accelerator markers): one count finds them, so only
+    # the rare rest goes through new_names entry by entry.
+    names = maps[0].names
+    for k in np.flatnonzero(np.bincount(maps[0].kid, minlength=len(names)) > 1).tolist():
+        if "_group_" not in names[k]:
+            vocab.add(names[k])
     tc, ac = maps[0].columns(vocab.ids), maps[1].columns(vocab.ids)
     known = len(vocab)
     named, n_private = new_names(maps[0], maps[1], tc, ac, implicit_prefix)
