@@ -1,35 +1,80 @@
-"""Encode the running nodes of a tick in bulk (the hot part of building a Problem).
+"""The nodes of a tick as arrays (the hot part of building a Problem).
 
-Values are gathered into flat lists and validated with one vector check; only
-when something is wrong is the offending entry located and named.
+A pending node is modelled from its type config (RAY_V2_SEMANTICS.md §2.1 item
+4); an outdated one is an empty, already-terminated node; a running node is
+read from its GCS maps in bulk: values are gathered into flat lists and
+validated with one vector check, and only when something is wrong is the
+offending entry located and named.
 """
 from __future__ import annotations
 
 from collections import deque
+from itertools import repeat
+from dataclasses import dataclass
 from operator import itemgetter
 
 import numpy as np
 
-from .node_columns import FlatMaps, NodeColumns
-from .problem import ProblemError
+from . import build_check as check
+from .build_types import TypeArrays
+from .build_vocab import TickColumns
+from .dtypes import CNT, IDX, PRIVATE_PREFIX, QTY, Status
+from .node_columns import NodeColumns
+from .node_screen import Screen
+from .problem import ProblemError, order_mask
 
 
-def checked(values: list, where, check) -> np.ndarray:
-    """``values`` as float64, every one passing ``check(value, field)`` (which
-    raises ProblemError); ``where(j)`` names entry j."""
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        arr = None
-    if arr is not None and arr.ndim == 1:
-        bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1e18)
-        if not bad.any():
-            return arr
-        j = int(np.argmax(bad))
-        check(values[j], where(j))
-    for j, v in enumerate(values):          # a non-number somewhere: find and name it
-        check(v, where(j))
-    raise AssertionError("unreachable: a bad value passed the check")
+@dataclass
+class Running:
+    """The running nodes whose maps are read (outdated ones are not)."""
+    rows: np.ndarray        # their Problem rows, ascending
+    map_rows: np.ndarray    # their rows in the columns' maps
+    maps: tuple             # their (total, available, labels) FlatMaps; the first two
+                            # share one name list
+
+    @classmethod
+    def of(cls, cols: NodeColumns, scr: Screen) -> "Running":
+        rows = np.flatnonzero((scr.status == Status.RAY_RUNNING) & ~scr.outdated)
+        map_rows = scr.map_row[rows]        # every one has maps (node_screen)
+        return cls(rows, map_rows, (cols.total.take(map_rows, shared=True),
+                                    cols.available.take(map_rows, shared=True),
+                                    cols.labels.take(map_rows)))
+
+
+@dataclass
+class NodeArrays:
+    total: np.ndarray       # (N, R)
+    order: np.ndarray       # (N, R) total-resource columns in dict order, -1 padded
+    free: np.ndarray        # (N, R) available (1.0: an absent implicit column)
+    present: np.ndarray     # (N, R) bool: in the available map
+    label: np.ndarray       # (N, L)
+    idle: np.ndarray        # (N,) ms
+    has_ray: np.ndarray     # (N,) bool
+    launch_hash: list       # (N,)
+    private: list           # (N,) ((name, total), ...) held in the pseudo columns
+    clamped: int = 0        # available > total entries (quirk Q12)
+
+
+def node_arrays(cols: NodeColumns, scr: Screen, run: Running, types: TypeArrays,
+                c: TickColumns) -> NodeArrays:
+    N, R, L = scr.kept.size, len(c.vocab), len(c.lvocab)
+    a = NodeArrays(
+        total=np.zeros((N, R), dtype=QTY), order=np.full((N, R), -1, dtype=IDX),
+        free=np.zeros((N, R), dtype=QTY), present=np.zeros((N, R), dtype=bool),
+        label=np.full((N, L), -1, dtype=IDX), idle=np.zeros(N, dtype=CNT),
+        has_ray=np.zeros(N, dtype=bool), launch_hash=[""] * N, private=[()] * N)
+    pend = np.flatnonzero((scr.status != Status.RAY_RUNNING) & ~scr.outdated)
+    if pend.size:                       # modelled from the type config
+        t = scr.type[pend]
+        a.total[pend] = types.cap[t]
+        a.order[pend] = types.order[t]
+        a.free[pend] = types.cap[t]
+        a.present[pend] = order_mask(types.order[t], R)
+        a.label[pend] = types.label[t]
+    a.clamped = encode_running(cols, run, scr.kept[run.rows], c, a)
+    implicit = c.implicit
+    a.free[:, implicit] = np.where(a.present[:, implicit], a.free[:, implicit], 1.0)
+    return a
 
 
 def _pick(items: list, idx: np.ndarray) -> list:
@@ -40,40 +85,6 @@ def _pick(items: list, idx: np.ndarray) -> list:
     return [got] if idx.size == 1 else list(got)
 
 
-def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray, implicit_prefix: str):
-    """The resource names of the running nodes' maps without a column (``tc``,
-    ``ac``: their columns, -1 for none; ``tot`` and ``av`` share one name list).
-    Returns (the names that get a column, in first-seen order node by node -
-    each node's totals first, then the names only its availability has -; the
-    most private names one node has: names one node alone has, not implicit,
-    share pseudo columns)."""
-    if tot.names is not av.names:
-        raise ValueError("total and available maps must share their names (FlatMaps.of_pair)")
-    tu, au = np.flatnonzero(tc < 0), np.flatnonzero(ac < 0)
-    if tu.size == 0 and au.size == 0:
-        return [], 0
-    rows = np.repeat(np.arange(tot.lens.size), tot.lens)[tu]
-    a_rows = np.repeat(np.arange(av.lens.size), av.lens)[au]
-    ids, a_ids = tot.kid[tu], av.kid[au]
-    if not (np.array_equal(rows, a_rows) and np.array_equal(ids, a_ids)):   # node:<ip> in both
-        width = len(tot.names)
-        only = ~np.isin(a_rows * width + a_ids, rows * width + ids)
-        rows = np.concatenate([rows, a_rows[only]])
-        ids = np.concatenate([ids, a_ids[only]])
-        order = np.lexsort((np.arange(rows.size), rows))    # node by node, totals first
-        rows, ids = rows[order], ids[order]
-    # a node names a resource once (totals, or availability only): count nodes
-    per_name = np.bincount(ids, minlength=len(tot.names))
-    distinct, first = np.unique(ids, return_index=True)
-    distinct = distinct[np.argsort(first, kind="stable")]         # first-seen order
-    names = tot.names
-    shared = [k for k in distinct.tolist()
-              if per_name[k] > 1 or names[k].startswith(implicit_prefix)]
-    mine = ~np.isin(ids, shared) if shared else np.ones(ids.size, bool)
-    most = int(np.bincount(rows[mine]).max()) if mine.any() else 0
-    return [names[k] for k in shared], most
-
-
 def _spread(rows: np.ndarray, lens: np.ndarray):
     """Each entry's Problem row and its position within its map."""
     rr = np.repeat(rows, lens)
@@ -81,34 +92,67 @@ def _spread(rows: np.ndarray, lens: np.ndarray):
     return rr, pos
 
 
-def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, inst: np.ndarray,
-                   maps: tuple, cols_of: tuple, vocab, lvocab, values, prefix, out,
-                   check) -> int:
-    """Fill ``out`` arrays (node_total, node_order, node_free, node_present,
-    node_label, node_idle, node_has_ray; lists node_hash, node_private) for the
-    running nodes at Problem rows ``rows`` (instance ``inst``, row ``map_rows``
-    of the columns' maps; ``maps`` their (total, available, labels) FlatMaps and
-    ``cols_of`` the columns of the first two's entries in the final vocabulary,
-    -1 for a private one).
-    A resource not in ``vocab`` is one of the node's private ones: its k-th
-    (first in its totals, then in its availability) takes the pseudo column
-    ``prefix + k``. Returns how many available > total entries there are (Q12)."""
-    ids = vocab.ids
+def encode_running(cols: NodeColumns, run: Running, inst: np.ndarray, c: TickColumns,
+                   out: NodeArrays) -> int:
+    """Fill ``out``'s rows of the running nodes ``run`` (instance ``inst``);
+    ``c.total_cols`` / ``c.avail_cols``: the columns of their map entries, -1
+    for a private one. A node's k-th private resource (first in its totals, then
+    in its availability) takes the pseudo column ``PRIVATE_PREFIX + k``.
+    Returns how many available > total entries there are (Q12)."""
+    rows, map_rows = run.rows, run.map_rows
+    lvocab, values = c.lvocab, c.values
+    ids = c.vocab.ids
     pseudo = []
-    while f"{prefix}{len(pseudo)}" in ids:
-        pseudo.append(ids[f"{prefix}{len(pseudo)}"])
+    while f"{PRIVATE_PREFIX}{len(pseudo)}" in ids:
+        pseudo.append(ids[f"{PRIVATE_PREFIX}{len(pseudo)}"])
     pseudo = np.asarray(pseudo, np.int64)
-    tot, avm, lab = maps
+    tot, avm, lab = run.maps
     (tr, tp), (ar, _) = _spread(rows, tot.lens), _spread(rows, avm.lens)
-    tc, ac = cols_of
+    tc, ac = c.total_cols, c.avail_cols
 
     def where(n) -> int:            # the instance of Problem row n (error messages only)
         return int(inst[np.searchsorted(rows, n)])
 
-    tvals = checked(tot.vals, lambda j: f"instances[{where(tr[j])}]"
-                    f".total_resources[{tot.key_at(j)[0]!r}]", check)
-    avals = checked(avm.vals, lambda j: f"instances[{where(ar[j])}]"
-                    f".available_resources[{avm.key_at(j)[0]!r}]", check)
+    tvals = check.checked(tot.vals, lambda j: f"instances[{where(tr[j])}]"
+                          f".total_resources[{tot.key_at(j)[0]!r}]")
+    avals = check.checked(avm.vals, lambda j: f"instances[{where(ar[j])}]"
+                          f".available_resources[{avm.key_at(j)[0]!r}]")
+    _private_columns(tr, ar, tc, ac, tot, avm, tvals, pseudo, out.private)
+    if lab.lens.any():                # only the keys a type or request names have columns
+        lc = np.fromiter(map(lvocab.ids.get, lab.names, repeat(-1)), np.int64,
+                         len(lab.names))[lab.kid]
+        keep = np.flatnonzero(lc >= 0)
+        if keep.size:
+            lv = values.add_many(list(map(str, _pick(lab.vals, keep))))
+            out.label[np.repeat(rows, lab.lens)[keep], lc[keep]] = lv
+    total, free, present = out.total, out.free, out.present
+    total[tr, tc] = tvals
+    out.order[tr, tp] = tc
+    free[ar, ac] = avals
+    present[ar, ac] = True
+    listed = np.zeros(total.shape, bool)
+    listed[tr, tc] = True
+    tot_at = total[ar, ac]
+    clamped = int((listed[ar, ac] & (tot_at > 0) & (avals > tot_at)).sum())
+    idle = _pick(cols.idle_ms, map_rows)
+    plain = set(map(type, idle)) <= {int} and (not idle or 0 <= min(idle) and max(idle) <= 1 << 62)
+    for n, v in ([] if plain else zip(rows.tolist(), idle)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 or v > 1 << 62:
+            raise ProblemError(f"instances[{where(n)}].idle_duration_ms",
+                               f"must be a non-negative integer, got {v!r}")
+    out.idle[rows] = idle
+    out.has_ray[rows] = np.fromiter(map(bool, _pick(cols.ray_node_id, map_rows)), bool,
+                                    rows.size)
+    hashes = [h or "" for h in _pick(cols.launch_hash, map_rows)]
+    hash_list = out.launch_hash
+    _set_all(hash_list, rows.tolist(), hashes)
+    return clamped
+
+
+def _private_columns(tr, ar, tc, ac, tot, avm, tvals, pseudo, node_private: list) -> None:
+    """Give the private entries (column -1 in ``tc``/``ac``) their pseudo
+    columns, in place, and record each node's private (name, total) pairs.
+    ``tr``/``ar``: the Problem row of each total/available entry."""
     # Private resources: the k-th of a node in its totals takes pseudo column k.
     t_priv = np.flatnonzero(tc < 0)
     rl, names, rank = [], [], np.zeros(0, np.int64)
@@ -120,7 +164,6 @@ def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, in
         tc[t_priv] = pseudo[rank]
         names = tot.key_at(t_priv)
         rl = rows_p.tolist()
-        node_private = out["node_private"]
         pv = tvals[t_priv].tolist()
         pairs = list(zip(zip(names, pv)))                     # ((name, total),) each
         later = np.flatnonzero(rank > 0).tolist()     # mostly none: one each (node:<ip>)
@@ -139,39 +182,13 @@ def encode_running(cols: NodeColumns, map_rows: np.ndarray, rows: np.ndarray, in
             n_mine = dict(zip(rl, (rank + 1).tolist()))  # row -> its private ones so far
             keys = list(zip(ar[a_priv].tolist(), a_names))
             got = list(map(pcol.get, keys))
-            for i, (key, c) in enumerate(zip(keys, got)) if None in got else ():
-                if c is None:                         # named only in the availability map
+            for i, (key, col) in enumerate(zip(keys, got)) if None in got else ():
+                if col is None:                       # named only in the availability map
                     k = n_mine.get(key[0], 0)
-                    c = pcol[key] = int(pseudo[k])
+                    col = pcol[key] = int(pseudo[k])
                     n_mine[key[0]] = k + 1
-                    got[i] = c
+                    got[i] = col
             ac[a_priv] = got
-    if lab.lens.any():
-        lc = np.asarray([lvocab.ids[k] for k in lab.names], np.int64)[lab.kid]
-        lv = values.add_many(list(map(str, lab.vals)))
-        out["node_label"][np.repeat(rows, lab.lens), lc] = lv
-    total, free, present = out["node_total"], out["node_free"], out["node_present"]
-    total[tr, tc] = tvals
-    out["node_order"][tr, tp] = tc
-    free[ar, ac] = avals
-    present[ar, ac] = True
-    listed = np.zeros(total.shape, bool)
-    listed[tr, tc] = True
-    tot_at = total[ar, ac]
-    clamped = int((listed[ar, ac] & (tot_at > 0) & (avals > tot_at)).sum())
-    idle = _pick(cols.idle_ms, map_rows)
-    plain = set(map(type, idle)) <= {int} and (not idle or 0 <= min(idle) and max(idle) <= 1 << 62)
-    for n, v in ([] if plain else zip(rows.tolist(), idle)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 or v > 1 << 62:
-            raise ProblemError(f"instances[{where(n)}].idle_duration_ms",
-                               f"must be a non-negative integer, got {v!r}")
-    out["node_idle"][rows] = idle
-    out["node_has_ray"][rows] = np.fromiter(map(bool, _pick(cols.ray_node_id, map_rows)), bool,
-                                            rows.size)
-    hashes = [h or "" for h in _pick(cols.launch_hash, map_rows)]
-    hash_list = out["node_hash"]
-    _set_all(hash_list, rows.tolist(), hashes)
-    return clamped
 
 
 def _set_all(items: list, at: list, values: list) -> None:

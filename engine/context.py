@@ -24,7 +24,7 @@ _SRC = ("free", "present", "placed_res", "placed_gpu", "placed_any", "hist", "nh
 _PREFIX = ("", "c")
 _FILL = {"order": -1, "label": -1, "hist": -1, "chist": -1, "status": Status.NONE,
          "rcls": -2, "crcls": -2, "lcls": -2, "clcls": -2, "ghash": np.nan,
-         "kind": Kind.WORKER, "rec": 1.0, "avail": 1.0}
+         "kind": Kind.WORKER, "rec": 1.0, "avail": 1.0, "template": -1}
 
 
 def _reserve(p: Problem) -> int:
@@ -54,13 +54,14 @@ class Context:
         # so they are not filled here.
         self.label = np.empty((cap, L), IDX); self.label[:N] = p.node_label
         self.type = z(cap, IDX); self.type[:N] = p.node_type
+        self.template = np.full(cap, -1, IDX)     # config a new slot was made from
         self.status = np.full(cap, Status.NONE, np.int8); self.status[:N] = p.node_status
         self.kind = np.full(cap, Kind.WORKER, np.int8); self.kind[:N] = p.node_kind
         self.idle = z(cap, CNT); self.idle[:N] = p.node_idle_ms
         self.has_ray = z(cap, bool); self.has_ray[:N] = p.node_has_ray
         # Tie-breakers of the pick key come from the type; unknown types get Ray's defaults.
         t = p.node_type
-        self.prio = z(cap, CNT); self.prio[:N] = np.where(p.type_configured[t], p.type_priority[t], 0)
+        self.prio = z(cap, CNT); self.prio[:N] = p.node_priority
         self.rec = np.ones(cap, QTY); self.rec[:N] = p.type_recoverable[t]
         self.avail = np.ones(cap, QTY); self.avail[:N] = p.type_availability[t]
         self.sched = np.full(cap, Sched.SCHEDULABLE, np.int8)
@@ -220,10 +221,11 @@ class Context:
             getattr(self, pre + "free")[sl] = free
             getattr(self, pre + "present")[sl] = present
         self.label[sl] = p.type_label[ts]
-        self.type[sl] = ts
+        self.type[sl] = p.type_launch_as[ts]      # the config's name (Ray: key may differ)
+        self.template[sl] = ts
         self.prio[sl] = p.type_priority[ts]
-        self.rec[sl] = p.type_recoverable[ts]
-        self.avail[sl] = p.type_availability[ts]
+        self.rec[sl] = p.type_recoverable[self.type[sl]]
+        self.avail[sl] = p.type_availability[self.type[sl]]
         self.sched[sl] = sched
         self.M = m0 + k
         return np.arange(m0, m0 + k, dtype=IDX)

@@ -48,6 +48,3 @@ def victim_order(ctx: Context, slots: np.ndarray, util: np.ndarray) -> np.ndarra
     first (cheapest to drop), then the longest idle, then the least used."""
     keys = (util[slots], -ctx.idle[slots], ctx.has_ray[slots].astype(np.int8))
     return slots[np.lexsort(keys)]
-
-
-PENDING_RANK = {1: 0, 3: 1, 4: 2}   # QUEUED < ALLOCATED < RAY_INSTALLING (§5.1)

@@ -242,7 +242,7 @@ class Packer:
         ``_batch``): the same decisions, one trial walk for the lot.
         """
         c, p = self.ctx, self.ctx.p
-        if self.kernel and on_win is None and c._tx is None:
+        if self.kernel and on_win is None and c._tx is None and not p.relabels:
             return self._loop_kernel(picker, runs, left, avail, room)
         winners = []
         while left.any() and picker.alive[: picker.n].any():
@@ -256,6 +256,8 @@ class Packer:
             if avail is not None:
                 t = int(c.type[m])
                 limit = int(avail[t]) if room is None else min(int(avail[t]), room - len(winners))
+                if c.pristine.get(t) != m:        # another type's template comes back (name != key)
+                    limit = min(limit, 1)
                 twins = []
             else:
                 twins = picker.twins(i)

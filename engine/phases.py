@@ -10,7 +10,7 @@ from .dtypes import CNT, IDX, Cause, Kind, Sched, Status, Why
 from .kernels.gangs import _pack_gangs
 from .kernels.labels import _first_selector
 from .kernels.score import _victim_util
-from .order import PENDING_RANK, gang_order, request_order, victim_order
+from .order import gang_order, request_order, victim_order
 from .packer import Packer
 from .requests_view import Requests
 
@@ -210,7 +210,7 @@ def sched_gangs(ctx: Context, rq: Requests) -> np.ndarray:
     if not p.G:
         return np.zeros(0, bool), order
     ptr, g_run, g_cnt = _gang_runs(rq, p, order)
-    if GANG_KERNEL and not ctx.ippr_attached[ctx.nodes].any():
+    if GANG_KERNEL and not ctx.ippr_attached[ctx.nodes].any() and not p.relabels:
         return _gangs_in_kernel(ctx, rq, ptr, g_run, g_cnt, order), order
     bad = np.zeros(p.G, bool)
     for k, g in enumerate(order):
@@ -299,7 +299,7 @@ def pending_idle(ctx: Context, since: dict, now_s: float) -> dict:
     by_type: dict[int, list[int]] = {}
     for m in ctx.nodes.tolist():
         if (ctx.sched[m] != Sched.SCHEDULABLE or ctx.kind[m] == Kind.HEAD
-                or int(ctx.status[m]) not in Status.PENDING_TERMINABLE
+                or int(ctx.status[m]) not in p.pending_terminable
                 or ctx.placed_any[m] or ctx.cplaced_any[m]):
             continue
         by_type.setdefault(int(ctx.type[m]), []).append(m)
@@ -310,7 +310,7 @@ def pending_idle(ctx: Context, since: dict, now_s: float) -> dict:
         stamps += [now_s] * (len(ms) - len(stamps))
         out[name] = stamps
         # The longest durations go to the least advanced nodes (cheapest to drop).
-        ms = sorted(ms, key=lambda m: PENDING_RANK[int(ctx.status[m])])
+        ms = sorted(ms, key=lambda m: p.pending_terminable.index(int(ctx.status[m])))
         for m, ts in zip(ms, stamps):
             ctx.idle[m] = int((now_s - ts) * 1000)
     return out
@@ -321,7 +321,7 @@ def release_pending_idle(ctx: Context, since: dict) -> None:
     p = ctx.p
     for m in ctx.nodes.tolist():
         if (ctx.sched[m] == Sched.TO_TERMINATE and ctx.cause[m] == Cause.IDLE
-                and int(ctx.status[m]) in Status.PENDING_TERMINABLE):
+                and int(ctx.status[m]) in p.pending_terminable):
             stamps = since.get(p.type_names[int(ctx.type[m])])
             if stamps:
                 stamps.pop(0)
@@ -342,7 +342,7 @@ def idle_termination(ctx: Context) -> np.ndarray:
                                nodes.astype(np.int64))
     order = victim_order(ctx, nodes, util)
     t = ctx.type[order]
-    pending = np.isin(ctx.status[order], Status.PENDING_TERMINABLE)
+    pending = np.isin(ctx.status[order], p.pending_terminable)
     per_type = np.where(p.type_configured & ~np.isnan(p.type_idle_timeout_s),
                         p.type_idle_timeout_s, p.idle_timeout_s)
     timeout = np.where(pending, p.pending_idle_timeout_s, per_type[t])

@@ -46,6 +46,9 @@ class Plan:
     ippr_queued: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     # (K,) whether this tick queued it (desired = the effective max)
     stats: dict = field(default_factory=dict)
+    # (J,) i4 the config new node slot n_nodes + j was made from: its type, unless
+    # that config's name differs from its key (Problem.type_launch_as)
+    new_template: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
 
     # ---- convenience views (not used on the hot path) -----------------------------
     def launches(self) -> dict[str, int]:

@@ -61,10 +61,16 @@ class Problem:
     type_label: np.ndarray              # (T, L) i4 label value id, -1 absent
     type_launch_hash: tuple[str, ...]   # (T,)
     type_ippr_max: np.ndarray           # (T, 2) f8 IPPR group max (CPU, memory), NaN = none
+    type_launch_as: np.ndarray          # (T,) i4 the type a node made from this config
+                                        # carries (itself unless the config's name differs
+                                        # from its key); itself for a type with no config
 
     # --- nodes (N): the instances that become scheduling nodes, in input order ----
     node_source: np.ndarray             # (N,) i4 index into the caller's instance list
-    node_type: np.ndarray               # (N,) i4 index into type_names
+    node_type: np.ndarray               # (N,) i4 index into type_names (a pending node:
+                                        # its config's launch_as; resources from the config)
+    node_priority: np.ndarray           # (N,) i8 priority of the config the node was made
+                                        # from (running: its type's; no config: 0)
     node_status: np.ndarray             # (N,) i1 instance status (dtypes.Status)
     node_kind: np.ndarray               # (N,) i1 dtypes.Kind
     node_total: np.ndarray              # (N, R) f8 (0 where absent)
@@ -105,6 +111,17 @@ class Problem:
     clamped: int = 0                    # available > total entries (quirk Q12: their
                                         # utilisation is clamped at 0 when scored)
     skipped: tuple[tuple[int, str], ...] = field(default=())  # (input index, why) not made nodes
+    # Ray's ResourceDemandScheduler.PENDING_TERMINABLE_STATUSES as read this tick:
+    # pending statuses idle-terminated without a drain, least advanced first (§5.1)
+    pending_terminable: tuple = (1, 3, 4)
+
+    @property
+    def relabels(self) -> bool:
+        """Some config launches as another configured type (name != key, Ray):
+        a new node of it then brings that type's template back, not its own."""
+        t = np.arange(self.T)
+        return bool((self.type_configured & self.type_configured[self.type_launch_as]
+                     & (self.type_launch_as != t)).any())
 
     @property
     def R(self) -> int:

@@ -129,7 +129,7 @@ def encode(specs: Sequence[RequestSpec], wheres: Sequence[str], vocab: Vocab, lv
         sel_ptr.append(len(sel_con_ptr) - 1)
         sel_keys.append(ident[3])
         idents.append(ident_of.setdefault(ident, len(ident_of)))
-    from .build_nodes import checked
+    from .build_check import checked
     vals = checked(qv, lambda j: f"{wheres[qr[j]]}.resources_bundle[{qk[j]!r}]", qty_check)
     qty[qr, qc] = vals
     present[qr, qc] = True
@@ -138,18 +138,15 @@ def encode(specs: Sequence[RequestSpec], wheres: Sequence[str], vocab: Vocab, lv
             a = np.asarray(rows, np.int64)
             arr[a[:, 0]] = a[:, 1:]
             n_pc[a[:, 0]] = 1
-    # Each bundle's sum, left to right in its own key order (as Python's sum()),
-    # unless the caller gives it.
+    # Each bundle's sum in its own key order, by this interpreter's sum() (Ray's
+    # sort key; compensated from CPython 3.12, engine/pysum.py), unless given.
     given = [None] * Q if sums is None else list(sums)
     todo = [q for q in range(Q) if given[q] is None]
     if todo:
         lens = np.fromiter((len(rs.resources) for rs in specs), np.int64, Q)
         starts = np.cumsum(lens) - lens
         for q in todo:
-            acc = 0
-            for x in vals[starts[q]: starts[q] + lens[q]].tolist():
-                acc += x
-            given[q] = acc
+            given[q] = sum(vals[starts[q]: starts[q] + lens[q]].tolist())
     total[:] = np.asarray(given, QTY).reshape(Q)
     return RequestTable(
         qty=qty, present=present, sum=total, n_pc=n_pc, aff=aff, anti=anti,

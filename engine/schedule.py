@@ -101,6 +101,7 @@ def _assemble(ctx: Context, run_order, infeasible, why, placements) -> Plan:
         place_run=pl[:, 1].astype(IDX),
         place_count=pl[:, 2].astype(CNT),
         new_type=ctx.type[launching].astype(IDX),
+        new_template=ctx.template[launching].astype(IDX),
         cluster_resources=ctx.total[live].sum(axis=0).astype(QTY) if len(live)
         else np.zeros(p.R, QTY),
     )

@@ -4,13 +4,19 @@ Used by the property tests of every scheduler (engine, baseline). It knows
 nothing about how a plan was found, only what a legal plan looks like:
 
 - shapes and indices are in range; launches agree with the new node slots;
+  every new node is made from a configured type's config and carries the type
+  that config launches as (``type_launch_as``: itself unless its name differs
+  from its key);
 - placements over-commit no node (existing nodes: ``node_free``; new nodes:
-  the type's config resources, 1.0 for an absent implicit column), with a
+  their config's resources, 1.0 for an absent implicit column), with a
   relative float tolerance of 1e-9;
 - every unit of every run is placed or reported infeasible, with a reason
   exactly when some are infeasible;
 - no configured type ends above ``max_worker_nodes`` (existing nodes kept plus
-  launches), unless only untouchable nodes (HEAD, REQUESTED, RAY_STOP_REQUESTED) keep it there;
+  launches), unless only untouchable nodes (HEAD, REQUESTED, RAY_STOP_REQUESTED) keep it there,
+  or another config launches as that type (its name is the type, its key is not:
+  Ray counts the room under the key and the nodes under the name, so the type
+  may end above its max, as in Ray);
 - launches respect ``max_num_nodes`` (only new launches are judged: the
   existing count may already exceed it);
 - terminations: valid unique indices, known causes, the node's own status,
@@ -84,6 +90,13 @@ def _new_node_free(problem: Problem) -> np.ndarray:
     return problem.type_free
 
 
+def _templates(plan: Plan) -> np.ndarray:
+    """(J,) the config each new node was made from (a plan that does not say:
+    its type's own)."""
+    t = np.asarray(plan.new_template)
+    return t if t.shape == np.shape(plan.new_type) else np.asarray(plan.new_type)
+
+
 def _over(used: np.ndarray, cap: np.ndarray) -> np.ndarray:
     return used > cap + RTOL * np.abs(cap)
 
@@ -125,6 +138,11 @@ def _check_structure(problem: Problem, plan: Plan) -> list[str]:
         lo = -1 if name == "place_slot" else 0   # -1: a node the tick cut before launch (Q1)
         bad = np.flatnonzero((a < lo) | (a >= hi))
         out += _limit([f"plan.{name}[{i}] = {a[i]} is out of range [0, {hi})" for i in bad])
+    tmpl = np.asarray(plan.new_template)
+    if tmpl.shape == np.shape(plan.new_type):          # given (else the types' own)
+        bad = np.flatnonzero((tmpl < 0) | (tmpl >= T))
+        out += _limit([f"plan.new_template[{j}] = {tmpl[j]} is out of range [0, {T})"
+                       for j in bad])
     bad_lo = [t for t in plan.launch_order if not 0 <= t < T]
     if bad_lo:
         out.append(f"plan.launch_order has types out of range: {bad_lo}")
@@ -138,8 +156,13 @@ def _check_launches(problem: Problem, plan: Plan) -> list[str]:
     for t in np.flatnonzero(counted != plan.launch):
         out.append(f"type {p.type_names[t]!r}: launch {plan.launch[t]} but "
                    f"{counted[t]} new node slots of that type")
-    for j in np.flatnonzero(~p.type_configured[plan.new_type]):
-        out.append(f"new node {j} has unconfigured type {p.type_names[plan.new_type[j]]!r}")
+    tmpl = _templates(plan)                   # in range (_check_structure)
+    for j in np.flatnonzero(~p.type_configured[tmpl]):
+        out.append(f"new node {j} is made from unconfigured type {p.type_names[tmpl[j]]!r}")
+    for j in np.flatnonzero(p.type_launch_as[tmpl] != plan.new_type):
+        out.append(f"new node {j} of type {p.type_names[plan.new_type[j]]!r} is made from "
+                   f"{p.type_names[tmpl[j]]!r}, which launches as "
+                   f"{p.type_names[p.type_launch_as[tmpl[j]]]!r}")
     order = list(plan.launch_order)
     if len(set(order)) != len(order):
         out.append(f"plan.launch_order repeats a type: {order}")
@@ -202,7 +225,7 @@ def _check_capacity(problem: Problem, plan: Plan) -> list[str]:
     on = plan.place_slot >= 0
     np.add.at(used, plan.place_slot[on],
               plan.place_count[on, None].astype(float) * p.shape_qty[plan.place_run[on]])
-    cap = np.concatenate([p.node_free, _new_node_free(p)[plan.new_type]])
+    cap = np.concatenate([p.node_free, _new_node_free(p)[_templates(plan)]])
     for slot, r in zip(*np.nonzero(_over(used, cap))):
         what = (f"node {slot}" if slot < N
                 else f"new node {slot - N} ({p.type_names[plan.new_type[slot - N]]})")
@@ -218,7 +241,10 @@ def _check_caps(problem: Problem, plan: Plan) -> list[str]:
     # Nodes no plan may terminate keep their type above max legitimately.
     stuck_mask = alive & ((p.node_kind == Kind.HEAD) | np.isin(p.node_status, Status.UNTERMINABLE))
     stuck = np.bincount(p.node_type[stuck_mask], minlength=p.T)
-    for t in np.flatnonzero(p.type_configured):
+    ts = np.arange(p.T)
+    target = np.zeros(p.T, bool)                     # types other configs launch as
+    target[p.type_launch_as[p.type_configured & (p.type_launch_as != ts)]] = True
+    for t in np.flatnonzero(p.type_configured & ~target):
         if kept[t] > max(p.type_max[t], stuck[t]):
             out.append(f"type {p.type_names[t]!r}: {kept[t]} nodes after the plan "
                        f"({plan.launch[t]} launched) exceed max_worker_nodes {p.type_max[t]}")
@@ -231,7 +257,7 @@ def _check_caps(problem: Problem, plan: Plan) -> list[str]:
 
 def _check_cluster_resources(problem: Problem, plan: Plan) -> list[str]:
     p = problem
-    want = p.node_total[~_gone(p, plan)].sum(axis=0) + plan.launch.astype(float) @ p.type_cap
+    want = p.node_total[~_gone(p, plan)].sum(axis=0) + p.type_cap[_templates(plan)].sum(axis=0)
     got = np.asarray(plan.cluster_resources, dtype=float)
     bad = np.abs(got - want) > RTOL * np.maximum(np.abs(want), 1.0)
     return _limit([f"cluster_resources[{p.resources[r]!r}] is {float(got[r])!r}, "

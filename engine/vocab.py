@@ -9,11 +9,11 @@ from .dtypes import IMPLICIT_PREFIX
 
 
 class Vocab:
-    """An append-only name -> column mapping.
+    """An append-only name -> column mapping, made afresh for each tick.
 
     Columns are numbered in first-seen order, so encoding the same input twice
-    gives the same columns (determinism), and an adapter can keep one vocabulary
-    across ticks and only append to it.
+    gives the same columns (determinism). No decision depends on the numbering:
+    sums follow each map's own order (``node_order``), not the columns'.
     """
 
     __slots__ = ("_ids", "_names", "_allow_empty")
@@ -64,6 +64,6 @@ class Vocab:
     def names(self) -> tuple[str, ...]:
         return tuple(self._names)
 
-    def implicit_mask(self) -> np.ndarray:
+    def implicit_mask(self, prefix: str = IMPLICIT_PREFIX) -> np.ndarray:
         """(R,) bool: columns that are Ray implicit resources (missing means 1.0)."""
-        return np.array([n.startswith(IMPLICIT_PREFIX) for n in self._names], dtype=bool)
+        return np.array([n.startswith(prefix) for n in self._names], dtype=bool)

@@ -10,12 +10,16 @@ can be compared in full (docs/SEMANTICS.md, "Divergences").
   tick): never a victim (kept, listed after the other survivors in victim
   order), never terminated as outdated, and an already-terminated pending node
   of an unknown type in such a status is not reported.
+- Q3/D1: a live node whose type is no key of ``node_type_configs`` (a running
+  node of a type gone from the config, or a node made from a config whose name
+  is not a key) has no per-type cap, instead of Ray's ``KeyError``.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
 
+from ray.autoscaler.v2.instance_manager.config import NodeTypeConfig
 from ray.autoscaler.v2.scheduler import ResourceDemandScheduler as RDS
 from ray.core.generated.instance_manager_pb2 import Instance
 
@@ -24,11 +28,19 @@ from ray.autoscaler.v2.scheduler import SchedulingNodeStatus
 PROTECTED = (Instance.REQUESTED, Instance.RAY_STOP_REQUESTED)
 
 
+class _Uncapped(dict):
+    """The type configs, with a type that is no key read as uncapped (D1)."""
+
+    def __missing__(self, node_type):
+        return NodeTypeConfig(name=node_type, min_worker_nodes=0, max_worker_nodes=1 << 62)
+
+
 @contextlib.contextmanager
 def _patched():
     orig_min = RDS.__dict__["_enforce_min_workers_per_type"]
     orig_sel = RDS.__dict__["_select_nodes_to_terminate"]
     orig_out = RDS.__dict__["_terminate_outdated_nodes"]
+    orig_max = RDS.__dict__["_enforce_max_workers_per_type"]
 
     def outdated(ctx):
         keep = [i for i, n in enumerate(ctx._nodes)
@@ -52,6 +64,15 @@ def _patched():
         requested.sort(key=RDS._sort_nodes_for_termination)
         return victims, survivors + requested
 
+    def max_per_type(ctx):
+        configs = ctx._node_type_configs
+        ctx._node_type_configs = _Uncapped(configs)
+        try:
+            orig_max.__func__(ctx)
+        finally:
+            ctx._node_type_configs = configs
+
+    RDS._enforce_max_workers_per_type = staticmethod(max_per_type)
     RDS._enforce_min_workers_per_type = staticmethod(min_workers)
     RDS._select_nodes_to_terminate = staticmethod(select)
     RDS._terminate_outdated_nodes = staticmethod(outdated)
@@ -61,6 +82,7 @@ def _patched():
         RDS._enforce_min_workers_per_type = orig_min
         RDS._select_nodes_to_terminate = orig_sel
         RDS._terminate_outdated_nodes = orig_out
+        RDS._enforce_max_workers_per_type = orig_max
 
 
 def schedule_fixed(request, scheduler=None):

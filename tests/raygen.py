@@ -1,7 +1,24 @@
 """Seeded random SchedulingRequests for differential tests against Ray 2.60.
 
-Quantities sit on a dyadic grid (quarter CPUs, half GPUs, whole GiB) so Ray's
-own float sums cannot flip exact ties between processes (RAY_V2_SEMANTICS §8).
+By default quantities sit on a dyadic grid (quarter CPUs, half GPUs, whole GiB)
+so Ray's own float sums cannot flip exact ties between processes
+(RAY_V2_SEMANTICS §8). Two modes add what real clusters report:
+
+- ``real=True``: Ray's real-world quantities. A raylet keeps resources in fixed
+  point (``ray._raylet.RESOURCE_UNIT_SCALING`` = 10,000 units per resource, so
+  ``ray_constants.MIN_RESOURCE_GRANULARITY`` = 0.0001) and reports them to the
+  GCS as ``units / 10000``: 0.1 and 0.3 CPU, 0.25 GPU, an accelerator marker of
+  0.001, availabilities computed in units then divided (so 4 - 0.3 reads 3.7,
+  not the float ``4 - 0.3``), and memory and object store sizes as odd byte
+  counts. Ray's scheduler then does its own float arithmetic on these values
+  (sums, subtractions, utilisation cubes), which the engine must reproduce to
+  the last bit; such a request must be given to both schedulers as one object
+  (a copy may iterate its maps in another order, see ``same_object``).
+- ``groups=True``: placement groups already placed on running nodes, reported
+  as the GCS does (``CPU_group_<pg>``, ``CPU_group_<i>_<pg>``, ``bundle_group_<pg>``,
+  ``bundle_group_<i>_<pg>`` in the node's maps, the ``_PG_<pg>`` dynamic label),
+  some groups spread over several nodes, and tasks waiting on a bundle (plain
+  requests, sometimes the constraint, naming those resources).
 """
 from __future__ import annotations
 
@@ -17,7 +34,7 @@ from ray.core.generated.autoscaler_pb2 import (AffinityConstraint, AntiAffinityC
 from ray.core.generated.common_pb2 import LabelSelector, LabelSelectorConstraint
 from ray.core.generated.instance_manager_pb2 import Instance, NodeKind
 
-GIB = float(2 ** 30)
+from .raygen_real import GIB, UNITS, odd_bytes, placed_groups, real_shape
 PENDING = [Instance.QUEUED, Instance.REQUESTED, Instance.ALLOCATED, Instance.RAY_INSTALLING,
            Instance.RAY_STOP_REQUESTED]
 GONE = [Instance.RAY_STOPPING, Instance.RAY_STOPPED, Instance.TERMINATING, Instance.TERMINATED,
@@ -25,11 +42,14 @@ GONE = [Instance.RAY_STOPPING, Instance.RAY_STOPPED, Instance.TERMINATING, Insta
         Instance.ALLOCATION_TIMEOUT]
 
 
-def _type_resources(rng) -> dict:
+def _type_resources(rng, real: bool = False) -> dict:
     cpu = float(rng.choice([1, 2, 4, 8, 16, 32, 48]))
-    res = {"CPU": cpu, "memory": GIB * float(rng.choice([2, 4, 8, 16, 64]))}
+    mem = float(rng.choice([2, 4, 8, 16, 64]))
+    res = {"CPU": cpu, "memory": odd_bytes(rng, mem) if real else GIB * mem}
     if rng.random() < 0.35:
         res["GPU"] = float(rng.choice([1, 2, 4, 8]))
+        if real and rng.random() < 0.5:
+            res["accelerator_type:A100"] = 1.0
     if rng.random() < 0.15:
         res["ssd"] = float(rng.choice([1, 2]))
     if rng.random() < 0.1:
@@ -39,7 +59,9 @@ def _type_resources(rng) -> dict:
     return {k: res[k] for k in keys}
 
 
-def _shape(rng, types) -> dict:
+def _shape(rng, types, real: bool = False) -> dict:
+    if real:
+        return real_shape(rng, types)
     roll = rng.random()
     if roll < 0.05:
         return {"CPU": 0.0}                # zero shapes fit anywhere (Q8/Q9)
@@ -85,19 +107,19 @@ def _with_selectors(rng, rr: ResourceRequest, p: float) -> ResourceRequest:
     return rr
 
 
-def _gang(rng, type_res, g: int, hosted: dict) -> GangResourceRequest:
+def _gang(rng, type_res, g: int, hosted: dict, real: bool = False) -> GangResourceRequest:
     """A placement group encoded as the GCS encodes it (§3.7)."""
     pg = f"{g:04x}" + "ab" * 6
     strategy = STRATEGIES[int(rng.integers(4))]
     label = "_PG_" + pg
     nb = int(rng.integers(1, 6))
-    base = _shape(rng, type_res)
+    base = _shape(rng, type_res, real)
     same = rng.random() < 0.6
     gang = GangResourceRequest(details=f"{pg}:{strategy}:PENDING")
     sel = BundleSelector()
     use_sel = rng.random() < 0.2
     for _ in range(nb):
-        bundle = dict(base) if same else _shape(rng, type_res)
+        bundle = dict(base) if same else _shape(rng, type_res, real)
         pcs = pg_constraints(strategy, label)
         gang.requests.append(ResourceRequest(resources_bundle=bundle, placement_constraints=pcs))
         rr = ResourceRequest(resources_bundle=bundle, placement_constraints=pcs)
@@ -110,18 +132,23 @@ def _gang(rng, type_res, g: int, hosted: dict) -> GangResourceRequest:
     return gang
 
 
-def _running(rng, name, res, head=False, i=0) -> AutoscalerInstance:
+def _running(rng, name, res, head=False, i=0, real=False) -> AutoscalerInstance:
     total = dict(res)
     if rng.random() < 0.7:                 # raylets report these; tasks never use them
-        total["object_store_memory"] = GIB
+        total["object_store_memory"] = odd_bytes(rng, 1.0) if real else GIB
         total[f"node:10.0.0.{i}"] = 1.0
     avail = {}
     for k, v in total.items():
-        if k.startswith("node:") or k == "object_store_memory":
+        if k.startswith("node:") or k == "object_store_memory" or k.startswith("accelerator"):
             avail[k] = v
             continue
         if rng.random() < 0.3:
             left = v                       # idle resource
+        elif real and k == "memory":
+            left = v - float(int(v * float(rng.random())) | 1)
+        elif real:                         # used in units of 0.1 (a raylet's fixed point)
+            units = round(v * UNITS)
+            left = (units - min(units, int(rng.integers(0, int(v * 10) + 1)) * 1000)) / UNITS
         else:
             left = v * float(rng.integers(0, 5)) / 4
         if left == 0 and rng.random() < 0.5:
@@ -192,10 +219,12 @@ def pg_constraints(strategy: str, label: str) -> list:
 
 
 def make_request(seed: int, *, max_nodes: int = 30, full: bool = True,
-                 pending_idle_timeout_s=None) -> SchedulingRequest:
+                 pending_idle_timeout_s=None, real: bool = False,
+                 groups: bool = False) -> SchedulingRequest:
     """A random tick. ``full`` adds the features of the full-semantics issue:
     label selectors and labels, placement groups, a request_resources()
-    constraint."""
+    constraint. ``real`` and ``groups``: see the module docstring (off, the
+    request is the same as before they existed)."""
     rng = np.random.default_rng(seed)
     n_types = int(rng.integers(1, 6))
     n_nodes = int(rng.integers(0, max_nodes))
@@ -203,7 +232,7 @@ def make_request(seed: int, *, max_nodes: int = 30, full: bool = True,
     configs, type_res = {}, []
     check_on = rng.random() < 0.25
     for t in range(n_types):
-        res = _type_resources(rng)
+        res = _type_resources(rng, real)
         name = f"t{t}"
         mx = int(rng.integers(0, 8)) + (n_nodes // n_types if roomy else 0)
         mn = int(rng.integers(0, min(mx, 2) + 1)) if rng.random() < 0.3 else 0
@@ -227,7 +256,7 @@ def make_request(seed: int, *, max_nodes: int = 30, full: bool = True,
         t = int(rng.integers(n_types))
         roll = rng.random()
         if roll < 0.6:
-            insts.append(_running(rng, f"t{t}", type_res[t], i=i))
+            insts.append(_running(rng, f"t{t}", type_res[t], i=i, real=real))
         elif roll < 0.9:
             st = PENDING[int(rng.integers(len(PENDING)))]
             kind = NodeKind.UNMANAGED if st in (Instance.QUEUED, Instance.REQUESTED) else NodeKind.WORKER
@@ -246,13 +275,13 @@ def make_request(seed: int, *, max_nodes: int = 30, full: bool = True,
     insts = [insts[j] for j in order]
     reqs = []
     for _ in range(int(rng.integers(0, 9))):
-        rr = ResourceRequest(resources_bundle=_shape(rng, type_res))
+        rr = ResourceRequest(resources_bundle=_shape(rng, type_res, real))
         if full:
             _with_selectors(rng, rr, 0.25)
         reqs.append(ResourceRequestByCount(request=rr, count=int(rng.integers(1, 25))))
     gangs, constraints, hosted = [], [], {}
     if full:
-        gangs = [_gang(rng, type_res, g, hosted) for g in range(int(rng.integers(0, 5)))]
+        gangs = [_gang(rng, type_res, g, hosted, real) for g in range(int(rng.integers(0, 5)))]
         if hosted:
             running = [x for x in insts if x.ray_node is not None]
             for x in running[: max(1, len(running) // 3)]:
@@ -261,9 +290,11 @@ def make_request(seed: int, *, max_nodes: int = 30, full: bool = True,
                         x.ray_node.dynamic_labels[k] = v
         if rng.random() < 0.3:
             cons = [ResourceRequestByCount(request=_with_selectors(
-                rng, ResourceRequest(resources_bundle=_shape(rng, type_res)), 0.2),
+                rng, ResourceRequest(resources_bundle=_shape(rng, type_res, real)), 0.2),
                 count=int(rng.integers(1, 6))) for _ in range(int(rng.integers(1, 4)))]
             constraints = [ClusterResourceConstraint(resource_requests=cons)]
+    if groups:
+        reqs, constraints = placed_groups(rng, insts, reqs, constraints, real)
     specs, statuses = _ippr(rng, configs, insts) if full and rng.random() < 0.3 else (None, {})
     avail = {n: float(rng.choice([0.0, 0.25, 0.5, 1.0])) for n in names if rng.random() < 0.2}
     recov = {n: float(rng.choice([0.0, 0.5, 1.0])) for n in names if rng.random() < 0.2}

@@ -14,7 +14,6 @@ from adapters.ray import EngineScheduler  # noqa: E402
 from adapters.ray import codec  # noqa: E402
 from adapters.ray.codec import SpecCache, _gang_spec, decode  # noqa: E402
 from engine import ProblemError  # noqa: E402
-from engine.vocab import Vocab  # noqa: E402
 
 from .compare import decisions  # noqa: E402
 from .raygen import make_request  # noqa: E402
@@ -60,15 +59,14 @@ def test_warm_decode_equals_cold(seed, monkeypatch):
     a, b = _mixed(seed)
     # (the same message objects throughout: a copy may iterate its maps in
     # another order, and Ray's float sums follow that order)
-    vocab = Vocab(decode(b).problem.resources)
-    cold = decode(b, vocab).problem
-    first = decode(a, vocab)
-    first = decode(a, vocab, first.cache)          # every group a hit
-    warm = decode(b, vocab, first.cache)
+    cold = decode(b).problem
+    first = decode(a)
+    first = decode(a, first.cache)                 # every group a hit
+    warm = decode(b, first.cache)
     assert not _same_problem(cold, warm.problem), seed
     made = []
     monkeypatch.setattr(codec, "_gang_spec", lambda *a, **k: made.append(1) or _gang_spec(*a, **k))
-    again = decode(b, vocab, warm.cache)
+    again = decode(b, warm.cache)
     assert not _same_problem(cold, again.problem), seed
     assert not made                    # every group came from the cache
     # the cache holds exactly the groups of the tick that made it

@@ -1,6 +1,6 @@
 """The columnar node path of build_problem against per-instance readable twins:
 which instances become nodes (engine.node_screen), which resource names get a
-column or share a private one (engine.build_nodes.new_names), and the codec's
+column or share a private one (engine.build_vocab.new_names), and the codec's
 bulk read of a SchedulingRequest (adapters.ray.codec) against its per-instance
 NodeSpec form."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from engine import ProblemError
 from engine.build import NodeSpec
-from engine.build_nodes import new_names
+from engine.build_vocab import new_names
 from engine.dtypes import IMPLICIT_PREFIX, Kind, Status
 from engine.node_columns import FlatMaps, NodeColumns, columns
 from engine.node_screen import screen
@@ -110,12 +110,14 @@ def test_screen_equals_its_per_instance_twin(seed):
 
 def new_names_ref(totals, avails, known):
     """Names first seen node by node (totals, then names only the availability
-    has), counted once per node; private: one node only, unknown, not implicit."""
+    has), counted once per node; private: unknown, not GPU, not implicit, and on
+    one node only or a placement-group bundle resource."""
     seen = Counter()
     for tot, av in zip(totals, avails):
         seen.update(list(tot) + [k for k in av if k not in tot])
     private = {k for k, c in seen.items()
-               if c == 1 and k not in known and not k.startswith(IMPLICIT_PREFIX)}
+               if (c == 1 or "_group_" in k) and k not in known and k != "GPU"
+               and not k.startswith(IMPLICIT_PREFIX)}
     named = [k for k in seen if k not in known and k not in private]
     most = max([sum(k in private for k in list(t) + [k for k in a if k not in t])
                 for t, a in zip(totals, avails)], default=0)
@@ -125,10 +127,13 @@ def new_names_ref(totals, avails, known):
 @pytest.mark.parametrize("seed", range(200))
 def test_new_names_equals_its_twin(seed):
     rng = np.random.default_rng(seed)
-    pool = ["CPU", "GPU", "memory", "shared", f"{IMPLICIT_PREFIX}x", "extra"]
+    pool = ["CPU", "GPU", "memory", "shared", f"{IMPLICIT_PREFIX}x", "extra",
+            "CPU_group_ab12", "bundle_group_ab12"]          # a group's bundles on many nodes
     totals, avails = [], []
     for j in range(int(rng.integers(0, 12))):
         own = [f"node:10.0.0.{j}"] + ([f"own{j}"] if rng.random() < 0.3 else [])
+        if rng.random() < 0.3:
+            own += [f"CPU_group_{j % 2}_ab12", f"bundle_group_{j % 2}_ab12"]
         keys = list(rng.permutation(pool[: int(rng.integers(1, len(pool) + 1))])) + own
         tot = {k: 1.0 for k in keys}
         av = {k: 0.5 for k in rng.permutation(keys) if rng.random() < 0.8}
@@ -140,7 +145,7 @@ def test_new_names_equals_its_twin(seed):
     tot, av = FlatMaps.of_pair(totals, avails)
     assert tot.keys == [k for m in totals for k in m] and av.keys == [k for m in avails for k in m]
     assert np.array_equal(tot.columns(known), columns(tot.keys, known))
-    got = new_names(tot, av, tot.columns(known), av.columns(known), IMPLICIT_PREFIX)
+    got = new_names(tot, av, tot.columns(known), av.columns(known))
     assert got == new_names_ref(totals, avails, known)
 
 

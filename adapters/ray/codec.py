@@ -28,6 +28,7 @@ from engine.plan import Plan
 from engine.problem import Problem, ProblemError
 
 from . import wire
+from .settings import ray_settings
 
 
 @dataclass
@@ -113,9 +114,8 @@ def _gang_spec(g, i: int, old: dict, now: dict) -> tuple:
 
 
 def _type_spec(key: str, cfg, req: SchedulingRequest) -> NodeTypeSpec:
-    if cfg.name != key:
-        raise ProblemError(f"node_type_configs[{key!r}].name",
-                           f"is {cfg.name!r}, not its key {key!r}")
+    # Ray looks a config up by its key, and gives the nodes it makes from it the
+    # config's own name (docs/SEMANTICS.md "key and name").
     return NodeTypeSpec(
         name=key,
         resources=dict(cfg.resources),
@@ -128,6 +128,7 @@ def _type_spec(key: str, cfg, req: SchedulingRequest) -> NodeTypeSpec:
         availability=req.cloud_resource_availabilities.get(key, 1.0),
         recoverable=req.recoverable_resource_availabilities.get(key, 1.0),
         ippr_max=_group_max(req, key),
+        launch_as=cfg.name if cfg.name != key else None,
     )
 
 
@@ -233,8 +234,8 @@ _LABELS, _DYNAMIC = attrgetter("labels"), attrgetter("dynamic_labels")
 _IDLE = attrgetter("idle_duration_ms")
 
 
-def decode(req: SchedulingRequest, vocab=None, cache: Optional[SpecCache] = None) -> Decoded:
-    """``vocab`` and ``cache``: the previous tick's columns and specs (optional);
+def decode(req: SchedulingRequest, cache: Optional[SpecCache] = None) -> Decoded:
+    """``cache``: the placement groups and bundles decoded last tick (optional);
     ``Decoded.cache`` is this tick's, to pass to the next."""
     if len(req.cluster_resource_constraints) > 1:
         raise ProblemError("cluster_resource_constraints",
@@ -262,8 +263,10 @@ def decode(req: SchedulingRequest, vocab=None, cache: Optional[SpecCache] = None
                       idle_timeout_s=req.idle_timeout_s,
                       pending_idle_timeout_s=req.pending_idle_timeout_s,
                       disable_launch_config_check=req.disable_launch_config_check,
-                      conserve_gpu=_conserve_gpu(),
-                      vocab=vocab, gangs=gangs, constraint=constraint)
+                      gangs=gangs, constraint=constraint,
+                      cloud_availability=req.cloud_resource_availabilities,
+                      recoverable_availability=req.recoverable_resource_availabilities,
+                      **ray_settings())
     for n in np.flatnonzero(p.node_ippr["attached"]):
         inst = req.current_instances[int(p.node_source[n])]
         if inst.im_instance.status == Instance.RAY_RUNNING and inst.im_instance.node_id:
@@ -274,19 +277,20 @@ def decode(req: SchedulingRequest, vocab=None, cache: Optional[SpecCache] = None
 
 
 def _ippr_status(inst, req: SchedulingRequest):
-    """The IPPR status Ray attaches to this instance's node, if any."""
+    """The IPPR status Ray attaches to this instance's node, if any (by the
+    node's type: a pending node made from a config carries the config's name)."""
     if not (req.ippr_statuses and req.ippr_specs):
         return None
     if inst.cloud_instance_id not in req.ippr_statuses:
         return None
-    if inst.im_instance.instance_type not in req.ippr_specs.groups:
+    im = inst.im_instance
+    node_type = im.instance_type
+    cfg = req.node_type_configs.get(node_type)
+    if cfg is not None and not (im.status == Instance.RAY_RUNNING and inst.ray_node is not None):
+        node_type = cfg.name
+    if node_type not in req.ippr_specs.groups:
         return None
     return req.ippr_statuses[inst.cloud_instance_id]
-
-
-def _conserve_gpu() -> bool:
-    from ray.autoscaler._private.constants import AUTOSCALER_CONSERVE_GPU_NODES
-    return bool(AUTOSCALER_CONSERVE_GPU_NODES)
 
 
 def _details(cause: int, value: int, node_type: str, has_ray: bool, p: Problem,
@@ -375,5 +379,5 @@ def _total_keys(p: Problem, plan: Plan) -> list[int]:
     """Columns named in the totals of some node that is not being terminated."""
     live = np.ones(p.N, bool)
     live[plan.term_node] = False
-    orders = np.concatenate([p.node_order[live], p.type_order[plan.new_type]])
+    orders = np.concatenate([p.node_order[live], p.type_order[plan.new_template]])
     return sorted(set(np.unique(orders[orders >= 0]).tolist()))

@@ -8,11 +8,11 @@ import uuid
 from collections import Counter
 from typing import Callable, Optional
 
+import ray.autoscaler.v2.scheduler as _rds
 from ray.autoscaler.v2.scheduler import (ResourceDemandScheduler, SchedulingReply,
                                          SchedulingRequest)
 
 from engine import schedule
-from engine.vocab import Vocab
 
 from . import wire
 from .codec import SpecCache, decode, encode
@@ -33,15 +33,19 @@ class EngineScheduler(ResourceDemandScheduler):
                  monotonic: Optional[Callable[[], float]] = None):
         super().__init__(event_logger)
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
-        self._now_ns = now_ns or time.time_ns
-        self._monotonic = monotonic or time.monotonic
+        # Ray's scheduler calls time.time_ns / time.monotonic through its module's
+        # ``time`` at tick time; so do these defaults (a patched clock applies).
+        self._now_ns = now_ns or (lambda: _rds.time.time_ns())
+        self._monotonic = monotonic or (lambda: _rds.time.monotonic())
         # Per type, since when 1, 2, ... pending nodes have been unneeded (§5.1);
         # replaced only after a tick succeeds, so a failed tick leaves it intact.
         self._pending_since: dict = {}
-        self._vocab = Vocab()          # resource columns, kept stable across ticks
         self._specs = SpecCache()      # bundles and groups decoded last tick
         self.stats: Counter = Counter()
         self.last_timing: dict = {}
+        # The last tick's array widths: its columns are only what it names, so
+        # these follow the cluster, not its history (placement groups churn).
+        self.last_shape: dict = {}
         wire.warmup()                  # the codec's numba scan, compiled or loaded once
 
     def schedule(self, request: SchedulingRequest) -> SchedulingReply:
@@ -58,7 +62,7 @@ class EngineScheduler(ResourceDemandScheduler):
 
     def _schedule(self, request: SchedulingRequest) -> SchedulingReply:
         t0 = time.perf_counter()
-        decoded = decode(request, self._vocab, self._specs)
+        decoded = decode(request, self._specs)
         t1 = time.perf_counter()
         tracking = request.pending_idle_timeout_s is not None
         plan = schedule(decoded.problem, pending_since=self._pending_since,
@@ -67,7 +71,8 @@ class EngineScheduler(ResourceDemandScheduler):
         reply = encode(decoded, plan, new_id=self._new_id, now_ns=self._now_ns)
         t3 = time.perf_counter()
         self.last_timing = {"decode_s": t1 - t0, "engine_s": t2 - t1, "encode_s": t3 - t2}
-        self._vocab = Vocab(decoded.problem.resources)
+        p = decoded.problem
+        self.last_shape = {"nodes": p.N, "resources": p.R, "labels": len(p.label_keys)}
         self._specs = decoded.cache
         self.stats["engine_ticks"] += 1
         if tracking:

@@ -2,14 +2,36 @@
 victim-order utilisation (§3.5).
 
 The float arithmetic is CPython's, term by term: ``u = (total - free) / total``,
-``term = total * u ** 3`` (``pow``), min of the terms, and their plain
-left-to-right sum over the node's resources in dict order divided by the count.
+``term = total * u ** 3`` (``pow``), min of the terms, and their sum over the
+node's resources in dict order divided by the count - summed as the running
+interpreter's ``sum()`` does (engine/pysum.py: plain up to 3.11, compensated
+from 3.12).
 """
 import math
 
 import numpy as np
 
+from ..pysum import COMPENSATED
 from ._jit import njit, njit_leaf
+
+
+@njit_leaf
+def _add(s, c, x):
+    """One step of CPython 3.12's float ``sum()``: (s + x, compensation)."""
+    t = s + x
+    if abs(s) >= abs(x):
+        c += (s - t) + x
+    else:
+        c += (x - t) + s
+    return t, c
+
+
+@njit_leaf
+def _total(s, c):
+    """The end of CPython 3.12's float ``sum()``: the compensation added once."""
+    if c != 0.0 and math.isfinite(c):
+        return s + c
+    return s
 
 
 @njit_leaf
@@ -21,6 +43,7 @@ def _util_terms(total, order, free, present):
     """
     n = 0
     s = 0.0
+    c = 0.0
     lo = 0.0
     for j in range(order.shape[0]):
         r = order[j]
@@ -39,10 +62,15 @@ def _util_terms(total, order, free, present):
         else:
             if term < lo:
                 lo = term
-            s = s + term
+            if COMPENSATED:
+                s, c = _add(s, c, term)
+            else:
+                s = s + term
         n += 1
     if n == 0:
         return 0.0, 0.0
+    if COMPENSATED:
+        s = _total(s, c)
     return lo, s / n
 
 
@@ -77,6 +105,7 @@ def _victim_util(total, order, free, present, slots):
         m = slots[i]
         n = 0
         s = 0.0
+        c = 0.0
         for j in range(order.shape[1]):
             r = order[m, j]
             if r < 0:
@@ -86,7 +115,14 @@ def _victim_util(total, order, free, present, slots):
                 continue
             a = free[m, r] if present[m, r] else 0.0
             u = (v - a) / v
-            s = u if n == 0 else s + u
+            if n == 0:
+                s = u
+            elif COMPENSATED:
+                s, c = _add(s, c, u)
+            else:
+                s = s + u
             n += 1
+        if COMPENSATED:
+            s = _total(s, c)
         out[i] = s / n if n else 0.0
     return out
