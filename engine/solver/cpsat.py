@@ -1,0 +1,256 @@
+"""The CP-SAT model of one tick's placement, in the order of the OR-Tools
+``bin_packing_sat.py`` sample: data (``Instance``) -> model -> variables ->
+constraints -> objective -> solve -> read-out, with a greedy hint.
+
+Variables, per materialised bin j of class k:
+  x[i, k, j]  units of item i on the bin, 0..fitmax[i, k]
+  used[k, j]  the bin is launched (new-node classes only; the cost is paid on it)
+and y[g] (gang g placed, all or nothing), z[i] (units of plain run i placed).
+
+Constraints: every item of a placed gang is placed in full and none of an
+unplaced one; capacities per column; an anti-affinity group at most once per
+bin; a new bin holds nothing unless used; the global launch budget over new
+bins. Symmetry: bins of one class are interchangeable, so they are used in
+order (used[k, j] >= used[k, j+1]) and loaded in order (a weighted load,
+non-increasing in j); equal bundles of a gang are one item with a count.
+
+Objective: ``big`` per unplaced bundle or unit, then the price of every used new bin.
+
+Determinism: one worker, a fixed seed, and ``max_deterministic_time`` (a work
+limit, not a clock), so a solve is reproducible bit for bit on one OR-Tools
+version. ``time_limit_s`` adds a wall-clock cap for interactive use; a result
+that hit it may differ between runs (``Result.status`` says whether the
+optimum was proven).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .instance import NEW, Instance, SolverUnavailable
+
+
+def _cp_model():
+    try:
+        from ortools.sat.python import cp_model
+    except ImportError as e:       # the solver extra is optional
+        raise SolverUnavailable("engine.solver needs OR-Tools: pip install 'vecsched[solver]' "
+                                f"(import failed: {e})") from e
+    return cp_model
+
+
+def have_ortools() -> bool:
+    try:
+        _cp_model()
+    except SolverUnavailable:
+        return False
+    return True
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    status: str                 # OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, MODEL_INVALID
+    objective: float            # best objective found (nan when none)
+    bound: float                # proven lower bound on the objective
+    placed_gangs: np.ndarray    # (G',) bool
+    placed_units: np.ndarray    # (I,) i8 units placed per item
+    used: np.ndarray            # (K,) i8 bins used per class
+    launches: np.ndarray        # (T,) i8 new nodes per type beyond the forced ones
+    assignment: np.ndarray      # (A, 4) i8 rows (item, class, bin, units)
+    wall_s: float
+    deterministic_s: float
+    branches: int
+
+    @property
+    def optimal(self) -> bool:
+        return self.status == "OPTIMAL"
+
+    @property
+    def feasible(self) -> bool:
+        return self.status in ("OPTIMAL", "FEASIBLE")
+
+
+def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
+          time_limit_s: float | None = None, workers: int = 1, seed: int = 0,
+          fix_gangs=None, fix_units=None, launch_max=None) -> Result:
+    """Solve ``inst``. ``hint``: an (A, 4) assignment to start from (default: the
+    greedy one, ``engine.solver.greedy``). ``fix_gangs`` (G',) bool, ``fix_units``
+    (I,) placed units and ``launch_max`` (T,) launches beyond the forced ones turn
+    the solve into "is there a packing with exactly these decisions?" (a plan's
+    feasibility in the model)."""
+    cp_model = _cp_model()
+    from .greedy import greedy_assignment
+    model = cp_model.CpModel()
+    I, K = inst.I, inst.K
+    # ---- variables --------------------------------------------------------------
+    x: dict = {}
+    for i, k in zip(*np.nonzero(inst.compat)):
+        for j in range(int(inst.bins[k])):
+            x[i, k, j] = model.new_int_var(0, int(inst.fitmax[i, k]), f"x{i}_{k}_{j}")
+    used: dict = {}
+    for k in np.flatnonzero(inst.kind == NEW):
+        for j in range(int(inst.bins[k])):
+            used[k, j] = model.new_bool_var(f"u{k}_{j}")
+    G = len(inst.gangs)
+    y = [model.new_bool_var(f"y{g}") for g in range(G)]
+    z = {i: model.new_int_var(0, int(inst.mult[i]), f"z{i}") for i in np.flatnonzero(inst.run >= 0)}
+    on_bin: dict = {}                  # (k, j) -> [(i, var)]
+    of_item: dict = {}                 # i -> [var]
+    for (i, k, j), v in x.items():
+        on_bin.setdefault((k, j), []).append((i, v))
+        of_item.setdefault(i, []).append(v)
+    # ---- constraints ------------------------------------------------------------
+    for i in range(I):
+        total = sum(of_item.get(i, []))
+        g = int(inst.gang[i])
+        if g >= 0:
+            model.add(total == int(inst.mult[i]) * y[g])
+        else:
+            model.add(total == z[i])
+    for (k, j), members in on_bin.items():
+        gate = used.get((k, j))
+        for c in range(inst.cap.shape[1]):
+            terms = [(int(inst.qty[i, c]), v) for i, v in members if inst.qty[i, c] > 0]
+            if not terms:
+                continue
+            load = sum(a * v for a, v in terms)
+            if gate is None:
+                model.add(load <= int(inst.cap[k, c]))
+            else:
+                model.add(load <= int(inst.cap[k, c]) * gate)
+        if gate is not None:
+            for i, v in members:
+                model.add(v <= int(inst.fitmax[i, k]) * gate)
+        groups: dict = {}
+        for i, v in members:
+            if inst.spread[i] >= 0:
+                groups.setdefault(int(inst.spread[i]), []).append(v)
+        for vs in groups.values():
+            if len(vs) > 1:
+                model.add(sum(vs) <= 1)
+    if inst.global_budget >= 0 and used:
+        model.add(sum(used.values()) <= inst.global_budget)
+    _symmetry(model, inst, x, used, on_bin)
+    if fix_gangs is not None:
+        for g, v in enumerate(np.asarray(fix_gangs, bool).tolist()):
+            model.add(y[g] == int(v))
+    if fix_units is not None:
+        fu = np.asarray(fix_units, np.int64)
+        for i, v in z.items():
+            model.add(v == int(fu[i]))
+    if launch_max is not None:
+        lm = np.asarray(launch_max, np.int64)
+        for t in np.unique(inst.ctype[inst.kind == NEW]).tolist():
+            vs = [u for (k, j), u in used.items() if inst.ctype[k] == t]
+            if vs:
+                model.add(sum(vs) <= int(lm[t]))
+    # ---- objective ----------------------------------------------------------------
+    unplaced = sum(int(inst.gang_bundles[g]) * (1 - y[g]) for g in range(G)) + \
+        sum(int(inst.mult[i]) - v for i, v in z.items())
+    cost = sum(int(inst.cost[k]) * u for (k, j), u in used.items())
+    model.minimize(inst.big * unplaced + cost)
+    # ---- hint ------------------------------------------------------------------------
+    if fix_gangs is None and launch_max is None:
+        hint = greedy_assignment(inst) if hint is None else np.asarray(hint, np.int64)
+        _add_hint(model, inst, hint, x, used, y, z)
+    # ---- solve -------------------------------------------------------------------------
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.num_workers = int(workers)
+    prm.random_seed = int(seed)
+    prm.max_deterministic_time = float(deterministic_limit)
+    if time_limit_s is not None:
+        prm.max_time_in_seconds = float(time_limit_s)
+    status = solver.solve(model)
+    return _read_out(inst, solver, status, x, used, y, z)
+
+
+def _symmetry(model, inst: Instance, x: dict, used: dict, on_bin: dict) -> None:
+    for k in range(inst.K):
+        B = int(inst.bins[k])
+        if B < 2:
+            continue
+        if (k, 0) in used:
+            for j in range(B - 1):
+                model.add(used[k, j] >= used[k, j + 1])
+        w = {i: _weight(inst, i, k) for i in np.flatnonzero(inst.compat[:, k])}
+        loads = [sum(w[i] * v for i, v in on_bin.get((k, j), [])) for j in range(B)]
+        for j in range(B - 1):
+            if on_bin.get((k, j)) and on_bin.get((k, j + 1)):
+                model.add(loads[j] >= loads[j + 1])
+
+
+def _weight(inst: Instance, i: int, k: int) -> int:
+    """Positive integer weight of a unit of item i in a bin of class k (its
+    dominant share, in thousandths) for the load order of interchangeable bins."""
+    if not inst.qty.shape[1]:
+        return 1
+    cap = np.maximum(inst.cap[k].astype(float), 1.0)
+    return max(1, int(round(1000 * float((inst.qty[i] / cap).max()))))
+
+
+def _add_hint(model, inst: Instance, hint: np.ndarray, x, used, y, z) -> None:
+    val = {}
+    for i, k, j, n in hint.tolist():
+        if (i, k, j) in x:
+            val[i, k, j] = val.get((i, k, j), 0) + n
+    # Bins of a class are loaded in order: renumber the hinted bins to follow it.
+    val = _sorted_bins(inst, val)
+    for key, v in x.items():
+        model.add_hint(v, int(val.get(key, 0)))
+    for (k, j), u in used.items():
+        model.add_hint(u, int(any(val.get((i, k, j), 0) > 0 for i in range(inst.I))))
+    placed = np.zeros(inst.I, np.int64)
+    for (i, k, j), n in val.items():
+        placed[i] += n
+    for g in range(len(y)):
+        members = np.flatnonzero(inst.gang == g)
+        model.add_hint(y[g], int(bool(len(members)) and bool(np.all(placed[members] == inst.mult[members]))))
+    for i, v in z.items():
+        model.add_hint(v, int(placed[i]))
+
+
+def _sorted_bins(inst: Instance, val: dict) -> dict:
+    by_class: dict = {}
+    for (i, k, j), n in val.items():
+        by_class.setdefault(k, {}).setdefault(j, {})[i] = n
+    out = {}
+    for k, bins in by_class.items():
+        order = sorted(bins, key=lambda j: (-sum(_weight(inst, i, k) * n
+                                                 for i, n in bins[j].items()), j))
+        for new_j, j in enumerate(order):
+            for i, n in bins[j].items():
+                out[i, k, new_j] = n
+    return out
+
+
+def _read_out(inst: Instance, solver, status, x, used, y, z) -> Result:
+    name = solver.status_name(status)
+    ok = name in ("OPTIMAL", "FEASIBLE")
+    T = inst.problem.T
+    rows, units = [], np.zeros(inst.I, np.int64)
+    use = np.zeros(inst.K, np.int64)
+    launches = np.zeros(T, np.int64)
+    placed = np.zeros(len(y), bool)
+    if ok:
+        for (i, k, j), v in x.items():
+            n = int(solver.value(v))
+            if n:
+                rows.append((i, k, j, n))
+                units[i] += n
+        for (k, j), u in used.items():
+            if solver.value(u):
+                use[k] += 1
+                launches[inst.ctype[k]] += 1
+        for k, j in {(k, j) for (i, k, j, n) in rows if (k, j) not in used}:
+            use[k] += 1
+        placed = np.asarray([bool(solver.value(v)) for v in y], bool)
+    return Result(
+        status=name,
+        objective=float(solver.objective_value) if ok else float("nan"),
+        bound=float(solver.best_objective_bound),
+        placed_gangs=placed, placed_units=units, used=use, launches=launches,
+        assignment=np.asarray(rows, np.int64).reshape(-1, 4),
+        wall_s=float(solver.wall_time), deterministic_s=float(solver.deterministic_time),
+        branches=int(solver.num_branches))
