@@ -28,12 +28,12 @@ def _pg(strategy: str, g: int) -> dict:
     return {}
 
 
-def small_case(seed: int, *, max_units: int = 6):
+def small_case(seed: int, *, max_units: int = 6, max_types: int = 3):
     """(types, nodes, requests, gangs, max_num_nodes) of a small random tick."""
     rng = np.random.default_rng(seed)
     zones = ["a", "b"]
     types = []
-    for t in range(int(rng.integers(1, 3))):
+    for t in range(int(rng.integers(1, max_types + 1))):
         res = {"CPU": float(rng.choice([2, 4, 8])), "memory": GIB * float(rng.choice([4, 8]))}
         if rng.random() < 0.4:
             res["GPU"] = float(rng.choice([1, 2]))

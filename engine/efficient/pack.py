@@ -35,8 +35,10 @@ def _order(costs: Costs, qty: np.ndarray, gpu_col: int) -> np.ndarray:
 
 
 def on_existing(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool,
-                out: list) -> np.ndarray:
-    """Place what fits on alive slots; returns the units left per row."""
+                out: list, tight: bool = False) -> np.ndarray:
+    """Place what fits on alive slots; returns the units left per row. ``tight``:
+    among equally advanced nodes, the one left with the least normalised room
+    first (best fit) instead of the lowest slot."""
     p = st.p
     left = np.asarray(want, np.int64).copy()
     view = st.view(source)
@@ -56,7 +58,12 @@ def on_existing(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu:
         if cand.size == 0:
             continue
         mismatch = st.gpu[cand] & ~(q[g] > 0) if (keep_gpu and g >= 0) else np.zeros(cand.size, bool)
-        order = np.lexsort((cand, -st.ready[cand], mismatch))
+        if tight:
+            k = np.minimum(fit[cand], left[i])
+            room = np.clip(view[cand] - k[:, None] * q, 0.0, None) @ costs.inv_ref
+            order = np.lexsort((cand, room, -st.ready[cand], mismatch))
+        else:
+            order = np.lexsort((cand, -st.ready[cand], mismatch))
         for m in cand[order].tolist():
             if left[i] == 0:
                 break
@@ -193,3 +200,26 @@ def _anti_groups(p, rows) -> np.ndarray:
         if key >= 0:
             out[i] = ids.setdefault((key, val), len(ids))
     return out
+
+
+def place_batch(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool,
+                fill_credit: float, out: list, tight: bool = False) -> np.ndarray:
+    """Existing nodes, then new ones; returns the units left per row. With
+    ``keep_gpu`` the rows with GPU demand go first, so that the rows without can
+    use what the GPU nodes launched for them leave free (after every node
+    without GPUs) before a node is launched for them."""
+    left = np.asarray(want, np.int64).copy()
+    g = st.p.gpu_col
+    gpu = qty[:, g] > 0 if g >= 0 else np.zeros(len(rows), bool)
+    parts = (gpu, ~gpu) if keep_gpu and gpu.any() and (~gpu).any() else (np.ones(len(rows), bool),)
+    for part in parts:
+        idx = np.flatnonzero(part & (left > 0))
+        if not idx.size:
+            continue
+        sub: list = []
+        lp = on_existing(st, costs, rows[idx], qty[idx], left[idx], source, keep_gpu, sub, tight)
+        if lp.any():
+            lp = on_new(st, costs, rows[idx], qty[idx], lp, source, keep_gpu, fill_credit, sub)
+        left[idx] = lp
+        out.extend((m, int(idx[i]), n) for m, i, n in sub)
+    return left

@@ -33,7 +33,7 @@ from ..problem import Problem
 from .cost import Costs
 from .gangs import gang_batch, place_gangs
 from .options import EfficientOptions
-from .pack import on_existing, on_new
+from .pack import place_batch
 from .state import State
 
 
@@ -118,9 +118,7 @@ def _constraint(st: State, costs: Costs, opts: EfficientOptions) -> bool:
     snap = st.snapshot()
     terms = len(st.terms)
     out: list = []
-    left = on_existing(st, costs, rows, qty, p.con_count, 1, opts.keep_gpu_for_gpu, out)
-    if left.any():
-        left = on_new(st, costs, rows, qty, left, 1, opts.keep_gpu_for_gpu, 0.0, out)
+    left = place_batch(st, costs, rows, qty, p.con_count, 1, opts.keep_gpu_for_gpu, 0.0, out)
     if left.any():
         st.restore(snap)
         del st.terms[terms:]
@@ -133,10 +131,8 @@ def _demand(st: State, costs: Costs, opts: EfficientOptions):
     S = p.S
     rows = np.arange(S, dtype=np.int64)
     out: list = []
-    left = on_existing(st, costs, rows, p.shape_qty, p.shape_count, 0, opts.keep_gpu_for_gpu, out)
-    if left.any():
-        left = on_new(st, costs, rows, p.shape_qty, left, 0, opts.keep_gpu_for_gpu,
-                      opts.fill_credit, out)
+    left = place_batch(st, costs, rows, p.shape_qty, p.shape_count, 0, opts.keep_gpu_for_gpu,
+                       opts.fill_credit, out)
     why = np.zeros(S, np.int8)
     for s in np.flatnonzero(left).tolist():
         why[s] = _why(st, s)

@@ -24,6 +24,7 @@ optimum was proven).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +62,7 @@ class Result:
     wall_s: float
     deterministic_s: float
     branches: int
+    source: str = "cpsat"       # "hint": CP-SAT found nothing in its limit, the hint is returned
 
     @property
     def optimal(self) -> bool:
@@ -80,17 +82,27 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
     the solve into "is there a packing with exactly these decisions?" (a plan's
     feasibility in the model)."""
     cp_model = _cp_model()
+    from .check import assignment_value
     from .greedy import greedy_assignment
     model = cp_model.CpModel()
     I, K = inst.I, inst.K
+    optimise = fix_gangs is None and launch_max is None and fix_units is None
+    bins = inst.bins.copy()
+    cap_obj = None
+    if optimise:
+        bins[inst.dominated] = 0
+        hint = greedy_assignment(inst) if hint is None else np.asarray(hint, np.int64)
+        hint = _without_dominated(inst, hint)
+        cap_obj = assignment_value(inst, hint)
+        bins = _cost_capped_bins(inst, bins, cap_obj)
     # ---- variables --------------------------------------------------------------
     x: dict = {}
     for i, k in zip(*np.nonzero(inst.compat)):
-        for j in range(int(inst.bins[k])):
+        for j in range(int(bins[k])):
             x[i, k, j] = model.new_int_var(0, int(inst.fitmax[i, k]), f"x{i}_{k}_{j}")
     used: dict = {}
     for k in np.flatnonzero(inst.kind == NEW):
-        for j in range(int(inst.bins[k])):
+        for j in range(int(bins[k])):
             used[k, j] = model.new_bool_var(f"u{k}_{j}")
     G = len(inst.gangs)
     y = [model.new_bool_var(f"y{g}") for g in range(G)]
@@ -129,9 +141,11 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
         for vs in groups.values():
             if len(vs) > 1:
                 model.add(sum(vs) <= 1)
+    if CUTS:
+        _class_cuts(model, inst, x, used, bins)
     if inst.global_budget >= 0 and used:
         model.add(sum(used.values()) <= inst.global_budget)
-    _symmetry(model, inst, x, used, on_bin)
+    _symmetry(model, inst, x, used, on_bin, bins)
     if fix_gangs is not None:
         for g, v in enumerate(np.asarray(fix_gangs, bool).tolist()):
             model.add(y[g] == int(v))
@@ -149,10 +163,11 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
     unplaced = sum(int(inst.gang_bundles[g]) * (1 - y[g]) for g in range(G)) + \
         sum(int(inst.mult[i]) - v for i, v in z.items())
     cost = sum(int(inst.cost[k]) * u for (k, j), u in used.items())
-    model.minimize(inst.big * unplaced + cost)
+    objective = inst.big * unplaced + cost
+    model.minimize(objective)
     # ---- hint ------------------------------------------------------------------------
-    if fix_gangs is None and launch_max is None:
-        hint = greedy_assignment(inst) if hint is None else np.asarray(hint, np.int64)
+    if optimise:
+        model.add(objective <= cap_obj)            # nothing worse than the hint is wanted
         _add_hint(model, inst, hint, x, used, y, z)
     # ---- solve -------------------------------------------------------------------------
     solver = cp_model.CpSolver()
@@ -160,21 +175,129 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
     prm.num_workers = int(workers)
     prm.random_seed = int(seed)
     prm.max_deterministic_time = float(deterministic_limit)
+    # Measured on seeded gang ticks (tests/ganggen.py, 100 bundles): CP-SAT's own
+    # symmetry detection and presolve probing cost more than they save here (the
+    # model already orders interchangeable new bins).
+    prm.symmetry_level = 0
+    prm.cp_model_probing_level = 0
     if time_limit_s is not None:
         prm.max_time_in_seconds = float(time_limit_s)
     status = solver.solve(model)
-    return _read_out(inst, solver, status, x, used, y, z)
+    res = _read_out(inst, solver, status, x, used, y, z)
+    if optimise and not res.feasible and res.status != "INFEASIBLE":
+        res = _from_hint(inst, hint, res)       # the work limit ran out before any solution
+    return res
 
 
-def _symmetry(model, inst: Instance, x: dict, used: dict, on_bin: dict) -> None:
+def _from_hint(inst: Instance, hint: np.ndarray, res: Result) -> Result:
+    from .check import assignment_value, check_assignment
+    if check_assignment(inst, hint):
+        return res
+    units = np.zeros(inst.I, np.int64)
+    np.add.at(units, hint[:, 0], hint[:, 3])
+    placed = np.asarray([bool(np.all(units[inst.gang == g] == inst.mult[inst.gang == g]))
+                         for g in range(len(inst.gangs))], bool)
+    used = np.zeros(inst.K, np.int64)
+    launches = np.zeros(inst.problem.T, np.int64)
+    for k, j in {(int(k), int(j)) for _, k, j, n in hint.tolist() if n > 0}:
+        used[k] += 1
+        if inst.kind[k] == NEW:
+            launches[inst.ctype[k]] += 1
+    return Result(status="FEASIBLE", objective=float(assignment_value(inst, hint)),
+                  bound=res.bound, placed_gangs=placed, placed_units=units, used=used,
+                  launches=launches, assignment=hint, wall_s=res.wall_s,
+                  deterministic_s=res.deterministic_s, branches=res.branches, source="hint")
+
+
+CUTS = True
+LOAD_ORDER = False
+
+
+def _without_dominated(inst: Instance, hint: np.ndarray) -> np.ndarray:
+    """The hint with each bin of a dominated class moved to a fresh bin of the
+    first class that dominates it (same items, no dearer, within its room)."""
+    if not inst.dominated.any() or not len(hint):
+        return hint
+    hint = hint.copy()
+    used_bins = {}
     for k in range(inst.K):
-        B = int(inst.bins[k])
+        used_bins[k] = set(hint[hint[:, 1] == k, 2].tolist())
+    moved = {}
+    for r in range(len(hint)):
+        k, j = int(hint[r, 1]), int(hint[r, 2])
+        if not inst.dominated[k]:
+            continue
+        if (k, j) not in moved:
+            a = _dominator(inst, k)
+            if a < 0:
+                return hint
+            nj = 0
+            while nj in used_bins[a]:
+                nj += 1
+            used_bins[a].add(nj)
+            moved[k, j] = (a, nj)
+        hint[r, 1], hint[r, 2] = moved[k, j]
+    return hint
+
+
+def _dominator(inst: Instance, b: int) -> int:
+    for a in np.flatnonzero((inst.kind == NEW) & ~inst.dominated).tolist():
+        if inst.cost[a] <= inst.cost[b] and np.all(inst.cap[a] >= inst.cap[b]) and \
+                np.all(inst.compat[:, a] >= inst.compat[:, b]):
+            return a
+    return -1
+
+
+def _cost_capped_bins(inst: Instance, bins: np.ndarray, hint_value: int) -> np.ndarray:
+    """Bins per new-node class an answer at least as good as the hint can use.
+
+    When the hint leaves unplaced only what no bin could ever hold (an item with
+    no compatible class), every better answer places the same and pays at most
+    the hint's cost, so it uses at most ``cost // cost[k]`` bins of class k."""
+    never = np.zeros(inst.I, bool)
+    never[~inst.compat.any(axis=1)] = True
+    lb = 0
+    for g in range(len(inst.gangs)):
+        if never[inst.gang == g].any():
+            lb += int(inst.gang_bundles[g])
+    lb += int(inst.mult[never & (inst.run >= 0)].sum())
+    if hint_value // inst.big != lb:
+        return bins
+    budget = hint_value % inst.big
+    out = bins.copy()
+    new = (inst.kind == NEW) & (inst.cost > 0)
+    out[new] = np.minimum(bins[new], budget // inst.cost[new])
+    return out
+
+
+def _class_cuts(model, inst: Instance, x: dict, used: dict, bins) -> None:
+    """Redundant per-class capacity: what all bins of a new-node class hold fits
+    the capacity of the bins used. It lets the LP relaxation count fractional
+    nodes per type (a bin-covering bound) instead of spreading load thinly."""
+    for k in np.flatnonzero(inst.kind == NEW).tolist():
+        B = int(bins[k])
+        if B == 0:
+            continue
+        items = np.flatnonzero(inst.compat[:, k]).tolist()
+        n_used = sum(used[k, j] for j in range(B))
+        for c in range(inst.cap.shape[1]):
+            terms = [int(inst.qty[i, c]) * x[i, k, j] for i in items if inst.qty[i, c] > 0
+                     for j in range(B)]
+            if terms:
+                model.add(sum(terms) <= int(inst.cap[k, c]) * n_used)
+
+
+def _symmetry(model, inst: Instance, x: dict, used: dict, on_bin: dict, bins) -> None:
+    for k in range(inst.K):
+        B = int(bins[k])
         if B < 2:
             continue
         if (k, 0) in used:
             for j in range(B - 1):
                 model.add(used[k, j] >= used[k, j + 1])
         w = {i: _weight(inst, i, k) for i in np.flatnonzero(inst.compat[:, k])}
+        if not LOAD_ORDER:
+            continue
         loads = [sum(w[i] * v for i, v in on_bin.get((k, j), [])) for j in range(B)]
         for j in range(B - 1):
             if on_bin.get((k, j)) and on_bin.get((k, j + 1)):
@@ -248,8 +371,10 @@ def _read_out(inst: Instance, solver, status, x, used, y, z) -> Result:
         placed = np.asarray([bool(solver.value(v)) for v in y], bool)
     return Result(
         status=name,
-        objective=float(solver.objective_value) if ok else float("nan"),
-        bound=float(solver.best_objective_bound),
+        # the objective is an integer: its float read-out is rounded, and the
+        # bound rounded up (1e-6 slack for the LP's own float error)
+        objective=float(round(solver.objective_value)) if ok else float("nan"),
+        bound=float(math.ceil(solver.best_objective_bound - 1e-6)),
         placed_gangs=placed, placed_units=units, used=use, launches=launches,
         assignment=np.asarray(rows, np.int64).reshape(-1, 4),
         wall_s=float(solver.wall_time), deterministic_s=float(solver.deterministic_time),

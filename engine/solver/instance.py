@@ -17,7 +17,9 @@ integer capacities, budgets, prices.
   class holds at most half its capacity in every resource, every other one holds
   more than half in some resource, so there are at most ``2 * sum_r D_r / cap_r + 1``
   bins without an anti-affinity item (D: the demand that may go there) plus one per
-  anti-affinity unit.
+  anti-affinity unit. A new-node class is *dominated* when another costs no more,
+  holds as much and takes every item it takes, with room to spare: optimising
+  leaves it out (checking a given plan, which may have launched it, does not).
 - **Integers.** Each kept column (one that an item asks for) gets a scale: the
   least power of ten that makes every value of the column integral (within
   1e-7 relative), divided by the values' gcd. A column with no such scale is
@@ -68,6 +70,7 @@ class Instance:
     cost: np.ndarray            # (K,) i8 price of one bin (0: existing or forced)
     count: np.ndarray           # (K,) i8 bins that exist or may be opened
     bins: np.ndarray            # (K,) i8 bins materialised in the model
+    dominated: np.ndarray       # (K,) bool new-node classes an optimum needs none of
     kind: np.ndarray            # (K,) i1 EXISTING / FORCED / NEW
     ctype: np.ndarray           # (K,) i4 node type
     nodes: tuple                # (K,) arrays: existing nodes of the class, index order
@@ -199,10 +202,12 @@ def _assemble(p: Problem, gangs, include_plain, price, slots, forced, budget, gl
                         for k, t, n in zip(kinds, ctypes, nodes)], np.int64)
     if glob >= 0:
         count = np.where(np.asarray(kinds) == NEW, np.minimum(count, glob), count)
-    bins = _bin_bound(qty, cap, mult, compat, spread, count)
+    need = _bin_bound(qty, cap, mult, compat, spread, np.full(len(count), BIG_COUNT))
+    bins = np.minimum(need, count)
     pscale = _price_scale(price[conf])
     cost = np.asarray([0 if k != NEW else int(round(price[t] * pscale))
                        for k, t in zip(kinds, ctypes)], np.int64)
+    dominated = _dominated(np.asarray(kinds), cap, cost, compat, count, need)
     big = int((cost * bins).sum()) + 1
     gang_pos = {int(g): j for j, g in enumerate(gangs.tolist())}
     gang_of = np.asarray([gang_pos[it[2]] if it[2] >= 0 else -1 for it in items], np.int32)
@@ -221,6 +226,7 @@ def _assemble(p: Problem, gangs, include_plain, price, slots, forced, budget, gl
         gang_bundles=np.asarray([p.gang_ptr[g + 1] - p.gang_ptr[g] for g in gangs.tolist()],
                                 np.int64),
         bundle_item=tuple(bundle_item), cap=cap, cost=cost, count=count, bins=bins,
+        dominated=dominated,
         kind=np.asarray(kinds, np.int8), ctype=np.asarray(ctypes, np.int32), nodes=tuple(nodes),
         compat=compat, fitmax=fitmax, forced=forced, type_budget=budget, global_budget=glob,
         price=price, price_scale=pscale, big=big, include_plain=include_plain, notes=notes)
@@ -352,6 +358,31 @@ def _bin_bound(qty, cap, mult, compat, spread, count) -> np.ndarray:
         anti = int(mult[on & (spread >= 0)].sum())
         bound = int(math.floor(2.0 * share)) + 1 + anti
         out[k] = min(int(count[k]), units, bound)
+    return out
+
+
+def _dominated(kinds, cap, cost, compat, count, need) -> np.ndarray:
+    """(K,) bool: new-node classes no optimal packing needs. Class B is dominated
+    by class A when A costs no more, holds at least as much in every column,
+    takes every item B takes, and A's launch room is not binding (it covers the
+    bins A could ever need, ``need`` counting all demand A may take, which
+    includes B's): B's bins can then be swapped for A's at no extra cost. Of two
+    identical classes the later one is dropped."""
+    K = len(kinds)
+    out = np.zeros(K, bool)
+    new = np.flatnonzero(kinds == NEW)
+    for b in new.tolist():
+        for a in new.tolist():
+            if a == b or out[a] or cost[a] > cost[b] or count[a] < need[a]:
+                continue
+            if not (np.all(cap[a] >= cap[b]) and np.all(compat[:, a] >= compat[:, b])):
+                continue
+            same = cost[a] == cost[b] and np.array_equal(cap[a], cap[b]) and \
+                np.array_equal(compat[:, a], compat[:, b])
+            if same and a > b:
+                continue
+            out[b] = True
+            break
     return out
 
 
