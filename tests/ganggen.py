@@ -1,8 +1,12 @@
 """Seeded gang-heavy ticks for the CP-SAT cross-check (tests and bench).
 
+APPEND-ONLY (bench/benchmarks/bench_solver.py times on it): never change what
+``gang_tick`` or ``plain_tick`` returns for given arguments; add a new function.
+
 A Ray-like cluster: six worker groups (CPU nodes of 8 / 32 / 96 CPUs, GPU nodes
 with 1 / 4 / 8 GPUs, each with an ``accelerator_type`` marker; each group in
-zone ``a`` or ``b``, both zones among the CPU and among the GPU groups), a few running nodes part used, and placement groups of 2-8
+zone ``a`` or ``b``, both zones among the CPU and among the GPU groups), a few
+running nodes part used, and placement groups of 2-8
 bundles with mixed strategies (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD) until
 the tick holds ``bundles`` bundles: Ray-train style groups (one bundle shape
 repeated: a CPU head or GPU workers), a share of mixed ones and a few with a
