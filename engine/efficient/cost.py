@@ -1,7 +1,7 @@
 """Prices, sizes and the shape fit of node types: how the efficient mode
 compares types.
 
-- **Price** per node-hour (``engine.solver.price_vector``): the worker groups'
+- **Price** per node-hour (``engine.solver.prices``): the worker groups'
   prices when all are known, else 1 + GPUs.
 - **Size** of a resource vector: the sum over columns of amount / reference,
   the reference being the largest capacity of any configured type in that
@@ -20,7 +20,7 @@ import numpy as np
 
 from ..dtypes import Status
 from ..problem import Problem
-from ..solver.instance import price_vector
+from ..solver.prices import price_vector
 from .options import EfficientOptions
 
 

@@ -13,10 +13,10 @@ from .cpsat import Result, have_ortools, solve
 from .crosscheck import PlanCheck, check_plan
 from .greedy import greedy_assignment
 from .instance import (EXISTING, FORCED, NEW, Instance, SolverUnavailable, build_instance,
-                       build_slot_instance,
-                       price_vector, proxy_prices)
+                       build_slot_instance)
+from .prices import price_vector, proxy_prices
 
-__all__ = ["Instance", "build_instance", "build_slot_instance", "price_vector", "proxy_prices", "SolverUnavailable",
-           "Result", "solve", "have_ortools", "greedy_assignment", "plan_value", "gap",
-           "assignment_value", "check_assignment", "assignment_of_plan", "PlanCheck",
-           "check_plan", "EXISTING", "FORCED", "NEW"]
+__all__ = ["Instance", "build_instance", "build_slot_instance", "price_vector", "proxy_prices",
+           "SolverUnavailable", "Result", "solve", "have_ortools", "greedy_assignment",
+           "plan_value", "gap", "assignment_value", "check_assignment", "assignment_of_plan",
+           "PlanCheck", "check_plan", "EXISTING", "FORCED", "NEW"]

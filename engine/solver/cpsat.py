@@ -10,9 +10,10 @@ and y[g] (gang g placed, all or nothing), z[i] (units of plain run i placed).
 Constraints: every item of a placed gang is placed in full and none of an
 unplaced one; capacities per column; an anti-affinity group at most once per
 bin; a new bin holds nothing unless used; the global launch budget over new
-bins. Symmetry: bins of one class are interchangeable, so they are used in
-order (used[k, j] >= used[k, j+1]) and loaded in order (a weighted load,
-non-increasing in j); equal bundles of a gang are one item with a count.
+bins. Symmetry: bins of one class are interchangeable, so new ones are used in
+order (used[k, j] >= used[k, j+1]); equal bundles of a gang are one item with a
+count. A redundant capacity cut per new-node class (all its bins' load fits the
+bins used) gives the LP relaxation a bin-covering bound.
 
 Objective: ``big`` per unplaced bundle or unit, then the price of every used new bin.
 
@@ -85,7 +86,7 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
     from .check import assignment_value
     from .greedy import greedy_assignment
     model = cp_model.CpModel()
-    I, K = inst.I, inst.K
+    I = inst.I
     optimise = fix_gangs is None and launch_max is None and fix_units is None
     bins = inst.bins.copy()
     cap_obj = None
@@ -141,11 +142,10 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
         for vs in groups.values():
             if len(vs) > 1:
                 model.add(sum(vs) <= 1)
-    if CUTS:
-        _class_cuts(model, inst, x, used, bins)
+    _class_cuts(model, inst, x, used, bins)
     if inst.global_budget >= 0 and used:
         model.add(sum(used.values()) <= inst.global_budget)
-    _symmetry(model, inst, x, used, on_bin, bins)
+    _symmetry(model, inst, used, bins)
     if fix_gangs is not None:
         for g, v in enumerate(np.asarray(fix_gangs, bool).tolist()):
             model.add(y[g] == int(v))
@@ -207,10 +207,6 @@ def _from_hint(inst: Instance, hint: np.ndarray, res: Result) -> Result:
                   bound=res.bound, placed_gangs=placed, placed_units=units, used=used,
                   launches=launches, assignment=hint, wall_s=res.wall_s,
                   deterministic_s=res.deterministic_s, branches=res.branches, source="hint")
-
-
-CUTS = True
-LOAD_ORDER = False
 
 
 def _without_dominated(inst: Instance, hint: np.ndarray) -> np.ndarray:
@@ -287,62 +283,45 @@ def _class_cuts(model, inst: Instance, x: dict, used: dict, bins) -> None:
                 model.add(sum(terms) <= int(inst.cap[k, c]) * n_used)
 
 
-def _symmetry(model, inst: Instance, x: dict, used: dict, on_bin: dict, bins) -> None:
+def _symmetry(model, inst: Instance, used: dict, bins) -> None:
+    """Interchangeable new bins are used in order. (Ordering their loads as well
+    was measured slower on the gang ticks of tests/ganggen.py, and is left out.)"""
     for k in range(inst.K):
         B = int(bins[k])
-        if B < 2:
-            continue
-        if (k, 0) in used:
+        if B >= 2 and (k, 0) in used:
             for j in range(B - 1):
                 model.add(used[k, j] >= used[k, j + 1])
-        w = {i: _weight(inst, i, k) for i in np.flatnonzero(inst.compat[:, k])}
-        if not LOAD_ORDER:
-            continue
-        loads = [sum(w[i] * v for i, v in on_bin.get((k, j), [])) for j in range(B)]
-        for j in range(B - 1):
-            if on_bin.get((k, j)) and on_bin.get((k, j + 1)):
-                model.add(loads[j] >= loads[j + 1])
-
-
-def _weight(inst: Instance, i: int, k: int) -> int:
-    """Positive integer weight of a unit of item i in a bin of class k (its
-    dominant share, in thousandths) for the load order of interchangeable bins."""
-    if not inst.qty.shape[1]:
-        return 1
-    cap = np.maximum(inst.cap[k].astype(float), 1.0)
-    return max(1, int(round(1000 * float((inst.qty[i] / cap).max()))))
 
 
 def _add_hint(model, inst: Instance, hint: np.ndarray, x, used, y, z) -> None:
     val = {}
     for i, k, j, n in hint.tolist():
-        if (i, k, j) in x:
-            val[i, k, j] = val.get((i, k, j), 0) + n
-    # Bins of a class are loaded in order: renumber the hinted bins to follow it.
+        val[i, k, j] = val.get((i, k, j), 0) + n
     val = _sorted_bins(inst, val)
     for key, v in x.items():
         model.add_hint(v, int(val.get(key, 0)))
+    busy = {(k, j) for (i, k, j), n in val.items() if n > 0}
     for (k, j), u in used.items():
-        model.add_hint(u, int(any(val.get((i, k, j), 0) > 0 for i in range(inst.I))))
+        model.add_hint(u, int((k, j) in busy))
     placed = np.zeros(inst.I, np.int64)
     for (i, k, j), n in val.items():
         placed[i] += n
     for g in range(len(y)):
         members = np.flatnonzero(inst.gang == g)
-        model.add_hint(y[g], int(bool(len(members)) and bool(np.all(placed[members] == inst.mult[members]))))
+        whole = bool(len(members)) and bool(np.all(placed[members] == inst.mult[members]))
+        model.add_hint(y[g], int(whole))
     for i, v in z.items():
         model.add_hint(v, int(placed[i]))
 
 
 def _sorted_bins(inst: Instance, val: dict) -> dict:
+    """The hint's bins of each class renumbered 0, 1, ... (new bins are used in order)."""
     by_class: dict = {}
     for (i, k, j), n in val.items():
         by_class.setdefault(k, {}).setdefault(j, {})[i] = n
     out = {}
     for k, bins in by_class.items():
-        order = sorted(bins, key=lambda j: (-sum(_weight(inst, i, k) * n
-                                                 for i, n in bins[j].items()), j))
-        for new_j, j in enumerate(order):
+        for new_j, j in enumerate(sorted(bins)):
             for i, n in bins[j].items():
                 out[i, k, new_j] = n
     return out

@@ -26,8 +26,7 @@ integer capacities, budgets, prices.
   scaled to about 2**40 and rounded conservatively (demands up, capacities
   down) and ``exact`` says so.
 
-Prices: ``prices`` (T,) per node-hour, or ``engine.solver.proxy_prices``.
-The objective charges ``big`` per unplaced bundle or unit, then the prices of
+Prices: ``engine.solver.prices``. The objective charges ``big`` per unplaced bundle or unit, then the prices of
 the new nodes (so: place as much as possible, then pay as little as possible).
 """
 from __future__ import annotations
@@ -39,6 +38,7 @@ import numpy as np
 
 from ..fits import BIG_COUNT, anti_mask, gang_items, selector_mask
 from ..problem import Problem
+from .prices import price_scale, price_vector
 
 EXISTING, FORCED, NEW = 0, 1, 2     # bin class kinds
 _TOL = 1e-7                         # relative tolerance of "integral" after scaling
@@ -100,38 +100,6 @@ class Instance:
     @property
     def comparable(self) -> bool:
         return not self.notes
-
-
-def proxy_prices(p: Problem, gpu_weight: float = 1.0) -> np.ndarray:
-    """(T,) price per node-hour when no worker group has one: 1 per node plus
-    ``gpu_weight`` per GPU - node-hours, with a GPU-hour costing as much as a
-    node-hour, so GPU-hours dominate on GPU types and fewer, larger nodes win ties."""
-    gpus = p.type_cap[:, p.gpu_col] if p.gpu_col >= 0 else np.zeros(p.T)
-    return 1.0 + gpu_weight * gpus
-
-
-def price_vector(p: Problem, prices=None, gpu_weight: float = 1.0) -> np.ndarray:
-    """(T,) f8 prices: ``prices`` (a mapping type name -> price per node-hour, or a
-    (T,) array) when it prices every configured type, else ``proxy_prices``."""
-    if prices is None:
-        return proxy_prices(p, gpu_weight)
-    if isinstance(prices, dict):
-        vec = np.full(p.T, np.nan)
-        for t, name in enumerate(p.type_names):
-            if name in prices and prices[name] is not None:
-                vec[t] = float(prices[name])
-    else:
-        vec = np.asarray(prices, float).reshape(-1)
-        if vec.shape != (p.T,):
-            raise ValueError(f"prices: expected {p.T} values, one per node type, got {vec.shape}")
-    conf = p.type_configured
-    if np.isnan(vec[conf]).any():
-        return proxy_prices(p, gpu_weight)
-    bad = conf & ~(np.isfinite(vec) & (vec > 0))
-    if bad.any():
-        t = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"prices[{p.type_names[t]!r}]: must be a finite number > 0, got {vec[t]}")
-    return np.where(conf, vec, 0.0)
 
 
 # ---- building ---------------------------------------------------------------------------
@@ -204,7 +172,7 @@ def _assemble(p: Problem, gangs, include_plain, price, slots, forced, budget, gl
         count = np.where(np.asarray(kinds) == NEW, np.minimum(count, glob), count)
     need = _bin_bound(qty, cap, mult, compat, spread, np.full(len(count), BIG_COUNT))
     bins = np.minimum(need, count)
-    pscale = _price_scale(price[conf])
+    pscale = price_scale(price[conf])
     cost = np.asarray([0 if k != NEW else int(round(price[t] * pscale))
                        for k, t in zip(kinds, ctypes)], np.int64)
     dominated = _dominated(np.asarray(kinds), cap, cost, compat, count, need)
@@ -384,15 +352,6 @@ def _dominated(kinds, cap, cost, compat, count, need) -> np.ndarray:
             out[b] = True
             break
     return out
-
-
-def _price_scale(prices: np.ndarray) -> float:
-    """Least power of ten (<= 1e6) making every price integral; 1e6 otherwise."""
-    for k in range(7):
-        x = prices * 10.0 ** k
-        if np.all(np.abs(x - np.round(x)) <= 1e-9 * np.maximum(1.0, x)):
-            return 10.0 ** k
-    return 1e6
 
 
 def _notes(p: Problem, alive) -> list[str]:
