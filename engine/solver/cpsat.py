@@ -76,12 +76,12 @@ class Result:
 
 def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
           time_limit_s: float | None = None, workers: int = 1, seed: int = 0,
-          fix_gangs=None, fix_units=None, launch_max=None) -> Result:
+          fix_gangs=None, fix_units=None, launch_max=None, params=None) -> Result:
     """Solve ``inst``. ``hint``: an (A, 4) assignment to start from (default: the
     greedy one, ``engine.solver.greedy``). ``fix_gangs`` (G',) bool, ``fix_units``
     (I,) placed units and ``launch_max`` (T,) launches beyond the forced ones turn
     the solve into "is there a packing with exactly these decisions?" (a plan's
-    feasibility in the model)."""
+    feasibility in the model). ``params``: more CP-SAT parameters by name."""
     cp_model = _cp_model()
     from .check import assignment_value
     from .greedy import greedy_assignment
@@ -180,6 +180,8 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
     # model already orders interchangeable new bins).
     prm.symmetry_level = 0
     prm.cp_model_probing_level = 0
+    for k, v in (params or {}).items():        # more CP-SAT parameters, by name
+        setattr(prm, k, v)
     if time_limit_s is not None:
         prm.max_time_in_seconds = float(time_limit_s)
     status = solver.solve(model)
