@@ -16,11 +16,11 @@ from .requests_view import Requests
 from .plan import Plan
 from .problem import Problem
 
-MODES = ("ray-compat",)
+MODES = ("ray-compat", "efficient")
 
 
 def schedule(problem: Problem, *, mode: str = "ray-compat",
-             pending_since: dict | None = None, now_s: float = 0.0) -> Plan:
+             pending_since: dict | None = None, now_s: float = 0.0, options=None) -> Plan:
     """Decide launches, terminations and infeasible demand for one tick.
 
     ``mode`` "ray-compat" reproduces Ray 2.60's ResourceDemandScheduler decision
@@ -28,9 +28,17 @@ def schedule(problem: Problem, *, mode: str = "ray-compat",
     ``pending_since`` / ``now_s``: the per-type timestamps of unneeded pending
     nodes from the previous tick and the current monotonic time (§5.1); the new
     timestamps come back in ``plan.pending_since``. The input is not modified.
+
+    ``mode`` "efficient" (``engine.efficient``, opt-in, not Ray-exact) chooses for
+    cost; ``options`` is its ``EfficientOptions``.
     """
     if mode not in MODES:
         raise ValueError(f"mode: unknown scheduling mode {mode!r}; available: {MODES}")
+    if mode == "efficient":
+        from .efficient import schedule_efficient      # not loaded on the ray-compat path
+        return schedule_efficient(problem, options)
+    if options is not None:
+        raise ValueError("options: only mode='efficient' takes options")
     ctx = Context(problem)
     rq = Requests(problem)
     terminate_outdated(ctx)

@@ -1,0 +1,77 @@
+"""The efficient mode on the default openb replay, beside the engine (Ray's
+choice), the FFD baseline and, with ``--ray``, Ray 2.60's own scheduler.
+
+    .venv/bin/python bench/replay_efficient.py              # seed 0, the `vecsched replay` defaults
+    .venv/bin/python bench/replay_efficient.py --seeds 0,1,2,3
+
+Until the replay takes ``efficient`` as a scheduler of its own, this runs
+``adapters.replay.Replay`` with ``adapters.efficient_sched.EfficientSched`` on the
+window and config ``vecsched replay`` uses, and prints the metrics the issue's
+targets name, the ratios to the engine's (Ray's choice) and whether each target holds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from adapters.efficient_sched import EfficientSched  # noqa: E402
+from adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load  # noqa: E402
+from adapters.replay_sched import make  # noqa: E402
+
+KEYS = ("node_hours", "gpu_hours", "pending_p50_s", "pending_p95_s", "launches",
+        "terminations", "never_placed", "tick_p50_ms", "scheduler_s")
+
+
+def run(loaded, sched, seed: int) -> dict:
+    m = Replay(loaded, sched, ReplayConfig(seed=seed)).run().metrics
+    return {k: m[k] for k in KEYS} | {"launches_by_type": m["launches_by_type"]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--ray", action="store_true", help="also Ray 2.60's own scheduler (slow)")
+    ap.add_argument("--json", default=None, help="write the figures to this file")
+    args = ap.parse_args(argv)
+    from engine import warmup
+    warmup()
+    loaded = load(None, None, DEFAULT_WINDOW)
+    out = {}
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        rows = {"engine": run(loaded, make("engine"), seed),
+                "baseline": run(loaded, make("baseline"), seed),
+                "efficient": run(loaded, EfficientSched(), seed)}
+        if args.ray:
+            rows["ray"] = run(loaded, make("ray"), seed)
+        out[seed] = rows
+        ray, ffd, eff = rows["engine"], rows["baseline"], rows["efficient"]
+        print(f"seed {seed}")
+        for name, r in rows.items():
+            print(f"  {name:9s} node-h {r['node_hours']:6.1f}  GPU-h {r['gpu_hours']:6.1f}  "
+                  f"pending p50/p95 {r['pending_p50_s']:5.1f}/{r['pending_p95_s']:5.1f} s  "
+                  f"launches {r['launches']:4d}  terminations {r['terminations']:4d}  "
+                  f"never placed {r['never_placed']}  tick p50 {r['tick_p50_ms']:.1f} ms")
+        checks = {
+            "GPU-h <= 0.85 x Ray's": eff["gpu_hours"] <= 0.85 * ray["gpu_hours"],
+            "node-h <= 0.8 x Ray's": eff["node_hours"] <= 0.8 * ray["node_hours"],
+            "pending p95 <= 1.05 x Ray's": eff["pending_p95_s"] <= 1.05 * ray["pending_p95_s"],
+            "GPU-h and node-h below FFD's": eff["gpu_hours"] < ffd["gpu_hours"]
+            and eff["node_hours"] < ffd["node_hours"],
+        }
+        print(f"  ratios to Ray's choice: GPU-h {eff['gpu_hours'] / ray['gpu_hours']:.3f}, "
+              f"node-h {eff['node_hours'] / ray['node_hours']:.3f}, "
+              f"p95 {eff['pending_p95_s'] / ray['pending_p95_s']:.3f}")
+        for what, ok in checks.items():
+            print(f"  {'met ' if ok else 'MISSED'} {what}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1, sort_keys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,63 @@
+"""Prices, sizes and the shape fit of node types: how the efficient mode
+compares types.
+
+- **Price** per node-hour (``engine.solver.prices``): the worker groups'
+  prices when all are known, else 1 + GPUs.
+- **Size** of a resource vector: the sum over columns of amount / reference,
+  the reference being the largest capacity of any configured type in that
+  column, so CPU counts, memory bytes and GPUs weigh alike.
+- **Shape fit** (multi-resource alignment) of type t for a demand mix D (what
+  is pending and may go on t, plus what already runs on nodes of t's kind, GPU
+  or not): the fluid scale alpha = min_r cap[t, r] / D[r] says how much of the
+  mix one node holds before its first resource runs out; its capacity-equivalent
+  is alpha * size(D). Per price, relative to the best type: ``fit`` in (0, 1].
+  A type whose CPU-to-GPU ratio matches the mix strands little; one that runs
+  out of CPU first (GPUs left idle) scores low.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import Status
+from ..problem import Problem
+from ..solver.prices import price_vector
+from .options import EfficientOptions
+
+
+class Costs:
+    def __init__(self, p: Problem, opts: EfficientOptions):
+        self.p = p
+        self.price = price_vector(p, opts.prices, opts.gpu_weight)
+        conf = p.type_configured
+        ref = p.type_free[conf].max(axis=0) if conf.any() else np.zeros(p.R)
+        self.inv_ref = np.where(ref > 0, 1.0 / np.where(ref > 0, ref, 1.0), 0.0)
+        g = p.gpu_col
+        self.type_gpu = (p.type_cap[:, g] > 0) if g >= 0 else np.zeros(p.T, bool)
+        # What already runs, by node kind (GPU or not): the stable part of the mix.
+        run = (~p.node_outdated) & (p.node_status == Status.RAY_RUNNING)
+        used = np.clip(p.node_total - p.node_free, 0.0, None)
+        gpu_node = (p.node_total[:, g] > 0) if g >= 0 else np.zeros(p.N, bool)
+        self.running = {True: used[run & gpu_node].sum(axis=0),
+                        False: used[run & ~gpu_node].sum(axis=0)}
+
+    def size(self, qty: np.ndarray) -> np.ndarray:
+        """(S,) normalised size of each row of ``qty`` (S, R)."""
+        return np.atleast_2d(qty) @ self.inv_ref
+
+    def fit(self, types: np.ndarray, demand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For the demand mixes ``demand`` (len(types), R) (pending work each type
+        may take): (the capacity-equivalent of one node of each type, its shape
+        fit per price relative to the best of them) (module docstring)."""
+        p = self.p
+        cap = p.type_free[types]
+        ceq = np.zeros(len(types))
+        for j, t in enumerate(types.tolist()):
+            D = demand[j] + self.running[bool(self.type_gpu[t])]
+            cols = (D > 0) & (cap[j] > 0) & (self.inv_ref > 0)
+            if not cols.any():
+                continue
+            alpha = float((cap[j, cols] / D[cols]).min())
+            ceq[j] = alpha * float(D[cols] @ self.inv_ref[cols])
+        per_price = ceq / self.price[types] if len(types) else ceq
+        top = per_price.max() if len(types) else 0.0
+        return ceq, (per_price / top if top > 0 else per_price)

@@ -1,0 +1,125 @@
+"""The mutable state of one efficient-mode tick: node slots as growing arrays.
+
+Slots < N are the Problem's nodes; slot N + j is the j-th node the tick
+launches. Two availabilities, as in Ray: ``free`` for pending demand (a node's
+free resources) and ``cfree`` for the ``request_resources()`` constraint (its
+totals). Nothing is ever placed on a dead slot (outdated or cut by a cap), unlike
+Ray's quirk Q1.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import Kind, Status
+from ..problem import Problem, order_mask
+
+# How far along a node is (higher: ready sooner). Demand goes to the most
+# advanced nodes first, so the nodes left unneeded are the cheapest to drop.
+_READY = {Status.RAY_RUNNING: 6, Status.RAY_INSTALLING: 5, Status.ALLOCATED: 4,
+          Status.REQUESTED: 3, Status.QUEUED: 2, Status.RAY_STOP_REQUESTED: 0}
+NEW_READY = 1
+
+
+class State:
+    def __init__(self, p: Problem):
+        self.p = p
+        N, R, L = p.N, p.R, len(p.label_keys)
+        self.N = N
+        cap = N + 16
+        self.free = np.zeros((cap, R))
+        self.free[:N] = p.node_free
+        tot_present = order_mask(p.node_order, R)
+        self.cfree = np.zeros((cap, R))
+        self.cfree[:N] = np.where(tot_present, p.node_total, 0.0)
+        self.cfree[:N][:, p.implicit] = np.where(tot_present[:, p.implicit],
+                                                 self.cfree[:N][:, p.implicit], 1.0)
+        self.label = np.full((cap, L), -1, np.int32)
+        self.label[:N] = p.node_label
+        self.type = np.zeros(cap, np.int32)
+        self.type[:N] = p.node_type
+        g = p.gpu_col
+        self.gpu = np.zeros(cap, bool)
+        if g >= 0:
+            self.gpu[:N] = p.node_total[:, g] > 0
+        self.alive = np.zeros(cap, bool)
+        self.alive[:N] = ~p.node_outdated
+        self.ready = np.zeros(cap, np.int8)
+        self.ready[:N] = [_READY.get(int(s), 0) for s in p.node_status.tolist()]
+        self.received = np.zeros(cap, bool)     # got demand, a gang bundle or the constraint
+        self.M = N
+        self.new_types: list[int] = []
+        self.terms: list[tuple[int, int, int]] = []     # (node, cause, value), reply order
+        self.terminable = np.zeros(N, bool)
+        self.terminable[:] = (p.node_kind != Kind.HEAD) & ~np.isin(p.node_status,
+                                                                   Status.UNTERMINABLE)
+        conf = p.type_configured
+        have = np.bincount(p.node_type[self.alive[:N]], minlength=p.T)
+        self.type_room = np.where(conf, np.maximum(p.type_max - have, 0), 0).astype(np.int64)
+        self.global_room = -1 if p.max_num_nodes < 0 else \
+            max(p.max_num_nodes - int(self.alive[:N].sum()), 0)
+
+    # ---- slots -----------------------------------------------------------------------
+    def _grow(self, need: int) -> None:
+        cap = self.free.shape[0]
+        if need <= cap:
+            return
+        new = max(need, 2 * cap)
+        for name in ("free", "cfree", "label", "type", "gpu", "alive", "ready", "received"):
+            a = getattr(self, name)
+            b = np.zeros((new,) + a.shape[1:], a.dtype)
+            b[: a.shape[0]] = a
+            setattr(self, name, b)
+
+    def can_launch(self, t: int) -> bool:
+        return self.type_room[t] > 0 and self.global_room != 0
+
+    def launch(self, t: int) -> int:
+        """A new node of type t; returns its slot (N + j)."""
+        p = self.p
+        self._grow(self.M + 1)
+        m = self.M
+        self.free[m] = p.type_free[t]
+        self.cfree[m] = p.type_free[t]
+        self.label[m] = p.type_label[t]
+        self.type[m] = t
+        self.gpu[m] = p.gpu_col >= 0 and p.type_cap[t, p.gpu_col] > 0
+        self.alive[m] = True
+        self.ready[m] = NEW_READY
+        self.received[m] = False
+        self.M += 1
+        self.new_types.append(t)
+        self.type_room[t] -= 1
+        if self.global_room > 0:
+            self.global_room -= 1
+        return m
+
+    def terminate(self, n: int, cause: int, value: int) -> None:
+        self.alive[n] = False
+        self.terms.append((int(n), int(cause), int(value)))
+        t = int(self.type[n])
+        if self.p.type_configured[t]:
+            self.type_room[t] = max(int(self.p.type_max[t]) - self.type_count(t), 0)
+        if self.global_room >= 0:
+            self.global_room = max(self.p.max_num_nodes - int(self.alive[:self.M].sum()), 0)
+
+    def type_count(self, t: int) -> int:
+        return int((self.alive[:self.M] & (self.type[:self.M] == t)).sum())
+
+    # ---- scratch ---------------------------------------------------------------------
+    def snapshot(self):
+        return (self.free[:self.M].copy(), self.cfree[:self.M].copy(),
+                self.label[:self.M].copy(), self.received[:self.M].copy(), self.M,
+                list(self.new_types), self.type_room.copy(), self.global_room)
+
+    def restore(self, snap) -> None:
+        free, cfree, label, received, M, new_types, room, glob = snap
+        self.free[:M] = free
+        self.cfree[:M] = cfree
+        self.label[:M] = label
+        self.received[:M] = received
+        self.alive[M:self.M] = False
+        self.M, self.new_types, self.type_room, self.global_room = M, new_types, room, glob
+
+    def view(self, source: int) -> np.ndarray:
+        """The availability of a source: 0 pending demand, 1 the constraint."""
+        return self.free if source == 0 else self.cfree

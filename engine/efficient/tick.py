@@ -1,0 +1,233 @@
+"""One efficient-mode tick: Problem in, Plan out.
+
+The phases follow Ray's (RAY_V2_SEMANTICS.md §3) where they are not a packing
+choice, with its crash-class and lifecycle quirks fixed; the packing is the
+mode's own (``pack``, ``gangs``):
+
+1. outdated nodes (the builder's, and with the launch-config check on, running
+   nodes whose hash differs from their type's) are terminated; pending nodes are
+   not (they have no hash to compare: Ray's quirk Q2 is not followed);
+2. ``min_worker_nodes`` launches (within ``max_num_nodes``);
+3. types above ``max_worker_nodes``, then the cluster above ``max_num_nodes``,
+   lose victims: pending nodes first, then the longest idle, then the least
+   used, then the lowest index; never the head or a REQUESTED /
+   RAY_STOP_REQUESTED instance;
+4. the ``request_resources()`` constraint, all or nothing against node totals;
+5. placement groups (``gangs``), each all or nothing;
+6. plain demand, existing nodes first, then new ones (``pack``);
+7. idle termination as Ray's (per-type timeout, nothing placed, never below
+   ``min_worker_nodes``), and with ``cancel_pending`` the pending nodes the plan
+   does not need.
+
+Nothing is ever placed on a node the tick terminates (no quirk Q1). IPPR resizes
+are not issued: in-place-resizable nodes are packed at their current size.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import CNT, CODE, IDX, QTY, Cause, Kind, Status, Why
+from ..fits import fit_count, selector_mask
+from ..plan import Plan
+from ..problem import Problem
+from .cost import Costs
+from .gangs import gang_batch, place_gangs
+from .options import EfficientOptions
+from .pack import place_batch
+from .state import State
+
+
+def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> Plan:
+    opts = options if options is not None else EfficientOptions()
+    st = State(p)
+    costs = Costs(p, opts)
+    stats: dict = {"scheduler": "efficient"}
+    _outdated(st)
+    _min_workers(st)
+    _caps(st)
+    con_bad = _constraint(st, costs, opts)
+    gang_bad, gang_order, gang_place = place_gangs(st, costs, opts, stats)
+    stats["gang_place"] = gang_place
+    run_order, infeasible, why, placements = _demand(st, costs, opts)
+    _idle(st)
+    if opts.cancel_pending:
+        _cancel_pending(st, costs)
+    return _assemble(st, run_order, infeasible, why, placements, con_bad, gang_bad, gang_order,
+                     stats)
+
+
+# ---- fixed phases ---------------------------------------------------------------------
+
+def _outdated(st: State) -> None:
+    p = st.p
+    for n in np.flatnonzero(p.node_outdated & st.terminable).tolist():
+        st.terms.append((n, Cause.OUTDATED, 0))
+    if p.disable_launch_config_check:
+        return
+    for n in range(p.N):
+        if not st.alive[n] or not st.terminable[n] or p.node_status[n] != Status.RAY_RUNNING:
+            continue
+        t = int(p.node_type[n])
+        want = p.type_launch_hash[t]
+        if not p.type_configured[t] or (want and want != p.node_launch_hash[n]):
+            st.terminate(n, Cause.OUTDATED, 0)
+
+
+def _min_workers(st: State) -> None:
+    p = st.p
+    for t in np.flatnonzero(p.type_configured).tolist():
+        while st.type_count(t) < p.type_min[t] and st.can_launch(t):
+            st.launch(t)
+
+
+def _victims(st: State, cand: np.ndarray, k: int) -> np.ndarray:
+    p = st.p
+    cand = cand[st.terminable[cand]]
+    if k <= 0 or not len(cand):
+        return cand[:0]
+    total = np.where(p.node_total[cand] > 0, p.node_total[cand], 1.0)
+    util = ((p.node_total[cand] - st.free[cand]) / total).mean(axis=1)
+    # pending first (nothing runs there yet), longest idle, least used, lowest index
+    order = np.lexsort((cand, util, -p.node_idle_ms[cand], p.node_has_ray[cand]))
+    return cand[order][:k]
+
+
+def _caps(st: State) -> None:
+    p = st.p
+    for t in np.flatnonzero(p.type_configured).tolist():
+        members = np.flatnonzero(st.alive[:p.N] & (p.node_type == t))
+        extra = len(members) - int(p.type_max[t])
+        for n in _victims(st, members, extra).tolist():
+            st.terminate(n, Cause.MAX_NUM_NODE_PER_TYPE, int(p.type_max[t]))
+    if p.max_num_nodes > 0:
+        members = np.flatnonzero(st.alive[:p.N])
+        extra = len(members) - p.max_num_nodes
+        for n in _victims(st, members, extra).tolist():
+            st.terminate(n, Cause.MAX_NUM_NODES, int(p.max_num_nodes))
+
+
+# ---- demand ---------------------------------------------------------------------------
+
+def _constraint(st: State, costs: Costs, opts: EfficientOptions) -> bool:
+    """Place the constraint against totals, all or nothing; True if infeasible."""
+    p = st.p
+    if not p.has_constraint:
+        return False
+    rows = p.con_req.astype(np.int64)
+    qty = p.req.qty[rows]
+    snap = st.snapshot()
+    terms = len(st.terms)
+    out: list = []
+    left = place_batch(st, costs, rows, qty, p.con_count, 1, opts.keep_gpu_for_gpu, 0.0, out)
+    if left.any():
+        st.restore(snap)
+        del st.terms[terms:]
+        return True
+    return False
+
+
+def _demand(st: State, costs: Costs, opts: EfficientOptions):
+    p = st.p
+    S = p.S
+    rows = np.arange(S, dtype=np.int64)
+    out: list = []
+    left = place_batch(st, costs, rows, p.shape_qty, p.shape_count, 0, opts.keep_gpu_for_gpu,
+                       opts.fill_credit, out)
+    why = np.zeros(S, np.int8)
+    for s in np.flatnonzero(left).tolist():
+        why[s] = _why(st, s)
+    size = costs.size(p.shape_qty)
+    run_order = np.lexsort((np.arange(S), -size)).astype(IDX)
+    return run_order, left.astype(CNT), why, out
+
+
+def _why(st: State, s: int) -> int:
+    p = st.p
+    holds = p.type_configured & (fit_count(p.type_free, p.shape_qty[s]) > 0) \
+        & selector_mask(p, s, p.type_label)
+    if not holds.any():
+        return Why.NO_NODE_TYPE_FITS
+    if st.global_room == 0:
+        return Why.MAX_NUM_NODES
+    return Why.MAX_WORKERS
+
+
+# ---- termination ----------------------------------------------------------------------
+
+def _keep_min(st: State, n: int) -> bool:
+    """Terminating node n would leave its configured type below min_worker_nodes."""
+    p = st.p
+    t = int(st.type[n])
+    return bool(p.type_configured[t]) and st.type_count(t) - 1 < p.type_min[t]
+
+
+def _idle(st: State) -> None:
+    p = st.p
+    N = p.N
+    per_type = np.where(p.type_configured & ~np.isnan(p.type_idle_timeout_s),
+                        p.type_idle_timeout_s, p.idle_timeout_s)
+    timeout = per_type[p.node_type]
+    with np.errstate(invalid="ignore"):
+        idle = (st.alive[:N] & st.terminable & ~st.received[:N] & p.node_has_ray
+                & (p.node_status == Status.RAY_RUNNING) & ~np.isnan(timeout)
+                & (p.node_idle_ms > timeout * 1000.0))
+    cand = np.flatnonzero(idle)
+    for n in cand[np.lexsort((cand, -p.node_idle_ms[cand]))].tolist():
+        if not _keep_min(st, n):
+            st.terminate(n, Cause.IDLE, int(p.node_idle_ms[n]))
+
+
+def _cancel_pending(st: State, costs: Costs) -> None:
+    """Pending nodes the plan puts nothing on, that no gang of the tick could use."""
+    p = st.p
+    N = p.N
+    pend = (st.alive[:N] & st.terminable & ~st.received[:N] & (p.node_kind != Kind.HEAD)
+            & np.isin(p.node_status, Status.PENDING_TERMINABLE))
+    if not pend.any():
+        return
+    if p.G:
+        usable = np.zeros(N, bool)
+        for g in range(p.G):
+            rows, qty, _, _ = gang_batch(p, g)
+            for r, q in zip(rows.tolist(), qty):
+                usable |= (fit_count(p.node_total, q) > 0) & selector_mask(p, r, p.node_label)
+        pend &= ~usable
+    cand = np.flatnonzero(pend)
+    # least advanced first (cheapest to drop), then the lowest index
+    for n in cand[np.lexsort((cand, st.ready[cand]))].tolist():
+        if not _keep_min(st, n):
+            st.terminate(n, Cause.IDLE, int(p.node_idle_ms[n]))
+
+
+# ---- the plan -------------------------------------------------------------------------
+
+def _assemble(st: State, run_order, infeasible, why, placements, con_bad, gang_bad,
+              gang_order, stats) -> Plan:
+    p = st.p
+    N, T = p.N, p.T
+    new_type = np.asarray(st.new_types, IDX)
+    launch = np.bincount(new_type, minlength=T).astype(CNT)
+    _, first = np.unique(new_type, return_index=True)
+    terms = st.terms
+    term_node = np.asarray([n for n, _, _ in terms], IDX)
+    slots = np.asarray([m for m, _, _ in placements], np.int64)
+    runs = np.asarray([i for _, i, _ in placements], np.int64)
+    units = np.asarray([k for _, _, k in placements], np.int64)
+    if len(slots):      # one row per (slot, run), in slot order
+        key = slots * max(p.S, 1) + runs
+        uk, inv = np.unique(key, return_inverse=True)
+        units = np.bincount(inv, weights=units).astype(CNT)
+        slots, runs = uk // max(p.S, 1), uk % max(p.S, 1)
+    cluster = p.node_total[st.alive[:N]].sum(axis=0) + launch.astype(QTY) @ p.type_cap
+    return Plan(
+        resources=p.resources, type_names=p.type_names, n_nodes=N, launch=launch,
+        launch_order=tuple(int(t) for t in new_type[np.sort(first)]),
+        term_node=term_node,
+        term_cause=np.asarray([c for _, c, _ in terms], CODE),
+        term_value=np.asarray([v for _, _, v in terms], CNT),
+        term_status=p.node_status[term_node].astype(CODE),
+        infeasible=infeasible, infeasible_why=why, run_order=run_order,
+        place_slot=slots.astype(IDX), place_run=runs.astype(IDX), place_count=units,
+        new_type=new_type, cluster_resources=np.ascontiguousarray(cluster, dtype=QTY),
+        constraint_infeasible=bool(con_bad), gang_infeasible=gang_bad,
+        gang_order=np.asarray(gang_order, IDX), pending_since={}, stats=stats)

@@ -1,0 +1,362 @@
+"""The CP-SAT model of one tick's placement, in the order of the OR-Tools
+``bin_packing_sat.py`` sample: data (``Instance``) -> model -> variables ->
+constraints -> objective -> solve -> read-out, with a greedy hint.
+
+Variables, per materialised bin j of class k:
+  x[i, k, j]  units of item i on the bin, 0..fitmax[i, k]
+  used[k, j]  the bin is launched (new-node classes only; the cost is paid on it)
+and y[g] (gang g placed, all or nothing), z[i] (units of plain run i placed).
+
+Constraints: every item of a placed gang is placed in full and none of an
+unplaced one; capacities per column; an anti-affinity group at most once per
+bin; a new bin holds nothing unless used; the global launch budget over new
+bins. Symmetry: bins of one class are interchangeable, so new ones are used in
+order (used[k, j] >= used[k, j+1]); equal bundles of a gang are one item with a
+count. A redundant capacity cut per new-node class (all its bins' load fits the
+bins used) gives the LP relaxation a bin-covering bound.
+
+Objective: ``big`` per unplaced bundle or unit, then the price of every used new bin.
+
+Determinism: one worker, a fixed seed, and ``max_deterministic_time`` (a work
+limit, not a clock), so a solve is reproducible bit for bit on one OR-Tools
+version. ``time_limit_s`` adds a wall-clock cap for interactive use; a result
+that hit it may differ between runs (``Result.status`` says whether the
+optimum was proven).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .instance import NEW, Instance, SolverUnavailable
+
+
+def _cp_model():
+    try:
+        from ortools.sat.python import cp_model
+    except ImportError as e:       # the solver extra is optional
+        raise SolverUnavailable("engine.solver needs OR-Tools: pip install 'vecsched[solver]' "
+                                f"(import failed: {e})") from e
+    return cp_model
+
+
+def have_ortools() -> bool:
+    try:
+        _cp_model()
+    except SolverUnavailable:
+        return False
+    return True
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    status: str                 # OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, MODEL_INVALID
+    objective: float            # best objective found (nan when none)
+    bound: float                # proven lower bound on the objective
+    placed_gangs: np.ndarray    # (G',) bool
+    placed_units: np.ndarray    # (I,) i8 units placed per item
+    used: np.ndarray            # (K,) i8 bins used per class
+    launches: np.ndarray        # (T,) i8 new nodes per type beyond the forced ones
+    assignment: np.ndarray      # (A, 4) i8 rows (item, class, bin, units)
+    wall_s: float
+    deterministic_s: float
+    branches: int
+    source: str = "cpsat"       # "hint": CP-SAT found nothing in its limit, the hint is returned
+
+    @property
+    def optimal(self) -> bool:
+        return self.status == "OPTIMAL"
+
+    @property
+    def feasible(self) -> bool:
+        return self.status in ("OPTIMAL", "FEASIBLE")
+
+
+def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
+          time_limit_s: float | None = None, workers: int = 1, seed: int = 0,
+          fix_gangs=None, fix_units=None, launch_max=None, params=None) -> Result:
+    """Solve ``inst``. ``hint``: an (A, 4) assignment to start from (default: the
+    greedy one, ``engine.solver.greedy``). ``fix_gangs`` (G',) bool, ``fix_units``
+    (I,) placed units and ``launch_max`` (T,) launches beyond the forced ones turn
+    the solve into "is there a packing with exactly these decisions?" (a plan's
+    feasibility in the model). ``params``: more CP-SAT parameters by name."""
+    cp_model = _cp_model()
+    from .check import assignment_value
+    from .greedy import greedy_assignment
+    model = cp_model.CpModel()
+    I = inst.I
+    optimise = fix_gangs is None and launch_max is None and fix_units is None
+    bins = inst.bins.copy()
+    cap_obj = None
+    if optimise:
+        bins[inst.dominated] = 0
+        hint = greedy_assignment(inst) if hint is None else np.asarray(hint, np.int64)
+        hint = _without_dominated(inst, hint)
+        cap_obj = assignment_value(inst, hint)
+        bins = _cost_capped_bins(inst, bins, cap_obj)
+    # ---- variables --------------------------------------------------------------
+    x: dict = {}
+    for i, k in zip(*np.nonzero(inst.compat)):
+        for j in range(int(bins[k])):
+            x[i, k, j] = model.new_int_var(0, int(inst.fitmax[i, k]), f"x{i}_{k}_{j}")
+    used: dict = {}
+    for k in np.flatnonzero(inst.kind == NEW):
+        for j in range(int(bins[k])):
+            used[k, j] = model.new_bool_var(f"u{k}_{j}")
+    G = len(inst.gangs)
+    y = [model.new_bool_var(f"y{g}") for g in range(G)]
+    z = {i: model.new_int_var(0, int(inst.mult[i]), f"z{i}") for i in np.flatnonzero(inst.run >= 0)}
+    on_bin: dict = {}                  # (k, j) -> [(i, var)]
+    of_item: dict = {}                 # i -> [var]
+    for (i, k, j), v in x.items():
+        on_bin.setdefault((k, j), []).append((i, v))
+        of_item.setdefault(i, []).append(v)
+    # ---- constraints ------------------------------------------------------------
+    for i in range(I):
+        total = sum(of_item.get(i, []))
+        g = int(inst.gang[i])
+        if g >= 0:
+            model.add(total == int(inst.mult[i]) * y[g])
+        else:
+            model.add(total == z[i])
+    for (k, j), members in on_bin.items():
+        gate = used.get((k, j))
+        for c in range(inst.cap.shape[1]):
+            terms = [(int(inst.qty[i, c]), v) for i, v in members if inst.qty[i, c] > 0]
+            if not terms:
+                continue
+            load = sum(a * v for a, v in terms)
+            if gate is None:
+                model.add(load <= int(inst.cap[k, c]))
+            else:
+                model.add(load <= int(inst.cap[k, c]) * gate)
+        if gate is not None:
+            for i, v in members:
+                model.add(v <= int(inst.fitmax[i, k]) * gate)
+        groups: dict = {}
+        for i, v in members:
+            if inst.spread[i] >= 0:
+                groups.setdefault(int(inst.spread[i]), []).append(v)
+        for vs in groups.values():
+            if len(vs) > 1:
+                model.add(sum(vs) <= 1)
+    _class_cuts(model, inst, x, used, bins)
+    if inst.global_budget >= 0 and used:
+        model.add(sum(used.values()) <= inst.global_budget)
+    _symmetry(model, inst, used, bins)
+    if fix_gangs is not None:
+        for g, v in enumerate(np.asarray(fix_gangs, bool).tolist()):
+            model.add(y[g] == int(v))
+    if fix_units is not None:
+        fu = np.asarray(fix_units, np.int64)
+        for i, v in z.items():
+            model.add(v == int(fu[i]))
+    if launch_max is not None:
+        lm = np.asarray(launch_max, np.int64)
+        for t in np.unique(inst.ctype[inst.kind == NEW]).tolist():
+            vs = [u for (k, j), u in used.items() if inst.ctype[k] == t]
+            if vs:
+                model.add(sum(vs) <= int(lm[t]))
+    # ---- objective ----------------------------------------------------------------
+    unplaced = sum(int(inst.gang_bundles[g]) * (1 - y[g]) for g in range(G)) + \
+        sum(int(inst.mult[i]) - v for i, v in z.items())
+    cost = sum(int(inst.cost[k]) * u for (k, j), u in used.items())
+    objective = inst.big * unplaced + cost
+    model.minimize(objective)
+    # ---- hint ------------------------------------------------------------------------
+    if optimise:
+        model.add(objective <= cap_obj)            # nothing worse than the hint is wanted
+        _add_hint(model, inst, hint, x, used, y, z)
+    # ---- solve -------------------------------------------------------------------------
+    solver = cp_model.CpSolver()
+    prm = solver.parameters
+    prm.num_workers = int(workers)
+    prm.random_seed = int(seed)
+    prm.max_deterministic_time = float(deterministic_limit)
+    # Measured on seeded gang ticks (tests/ganggen.py, 100 bundles): CP-SAT's own
+    # symmetry detection and presolve probing cost more than they save here (the
+    # model already orders interchangeable new bins).
+    prm.symmetry_level = 0
+    prm.cp_model_probing_level = 0
+    for k, v in (params or {}).items():        # more CP-SAT parameters, by name
+        setattr(prm, k, v)
+    if time_limit_s is not None:
+        prm.max_time_in_seconds = float(time_limit_s)
+    status = solver.solve(model)
+    res = _read_out(inst, solver, status, x, used, y, z)
+    if optimise and not res.feasible and res.status != "INFEASIBLE":
+        res = _from_hint(inst, hint, res)       # the work limit ran out before any solution
+    return res
+
+
+def _from_hint(inst: Instance, hint: np.ndarray, res: Result) -> Result:
+    from .check import assignment_value, check_assignment
+    if check_assignment(inst, hint):
+        return res
+    units = np.zeros(inst.I, np.int64)
+    np.add.at(units, hint[:, 0], hint[:, 3])
+    placed = np.asarray([bool(np.all(units[inst.gang == g] == inst.mult[inst.gang == g]))
+                         for g in range(len(inst.gangs))], bool)
+    used = np.zeros(inst.K, np.int64)
+    launches = np.zeros(inst.problem.T, np.int64)
+    for k, j in {(int(k), int(j)) for _, k, j, n in hint.tolist() if n > 0}:
+        used[k] += 1
+        if inst.kind[k] == NEW:
+            launches[inst.ctype[k]] += 1
+    return Result(status="FEASIBLE", objective=float(assignment_value(inst, hint)),
+                  bound=res.bound, placed_gangs=placed, placed_units=units, used=used,
+                  launches=launches, assignment=hint, wall_s=res.wall_s,
+                  deterministic_s=res.deterministic_s, branches=res.branches, source="hint")
+
+
+def _without_dominated(inst: Instance, hint: np.ndarray) -> np.ndarray:
+    """The hint with each bin of a dominated class moved to a fresh bin of the
+    first class that dominates it (same items, no dearer, within its room)."""
+    if not inst.dominated.any() or not len(hint):
+        return hint
+    hint = hint.copy()
+    used_bins = {}
+    for k in range(inst.K):
+        used_bins[k] = set(hint[hint[:, 1] == k, 2].tolist())
+    moved = {}
+    for r in range(len(hint)):
+        k, j = int(hint[r, 1]), int(hint[r, 2])
+        if not inst.dominated[k]:
+            continue
+        if (k, j) not in moved:
+            a = _dominator(inst, k)
+            if a < 0:
+                return hint
+            nj = 0
+            while nj in used_bins[a]:
+                nj += 1
+            used_bins[a].add(nj)
+            moved[k, j] = (a, nj)
+        hint[r, 1], hint[r, 2] = moved[k, j]
+    return hint
+
+
+def _dominator(inst: Instance, b: int) -> int:
+    for a in np.flatnonzero((inst.kind == NEW) & ~inst.dominated).tolist():
+        if inst.cost[a] <= inst.cost[b] and np.all(inst.cap[a] >= inst.cap[b]) and \
+                np.all(inst.compat[:, a] >= inst.compat[:, b]):
+            return a
+    return -1
+
+
+def _cost_capped_bins(inst: Instance, bins: np.ndarray, hint_value: int) -> np.ndarray:
+    """Bins per new-node class an answer at least as good as the hint can use.
+
+    When the hint leaves unplaced only what no bin could ever hold (an item with
+    no compatible class), every better answer places the same and pays at most
+    the hint's cost, so it uses at most ``cost // cost[k]`` bins of class k."""
+    never = np.zeros(inst.I, bool)
+    never[~inst.compat.any(axis=1)] = True
+    lb = 0
+    for g in range(len(inst.gangs)):
+        if never[inst.gang == g].any():
+            lb += int(inst.gang_bundles[g])
+    lb += int(inst.mult[never & (inst.run >= 0)].sum())
+    if hint_value // inst.big != lb:
+        return bins
+    budget = hint_value % inst.big
+    out = bins.copy()
+    new = (inst.kind == NEW) & (inst.cost > 0)
+    out[new] = np.minimum(bins[new], budget // inst.cost[new])
+    return out
+
+
+def _class_cuts(model, inst: Instance, x: dict, used: dict, bins) -> None:
+    """Redundant per-class capacity: what all bins of a new-node class hold fits
+    the capacity of the bins used. It lets the LP relaxation count fractional
+    nodes per type (a bin-covering bound) instead of spreading load thinly."""
+    for k in np.flatnonzero(inst.kind == NEW).tolist():
+        B = int(bins[k])
+        if B == 0:
+            continue
+        items = np.flatnonzero(inst.compat[:, k]).tolist()
+        n_used = sum(used[k, j] for j in range(B))
+        for c in range(inst.cap.shape[1]):
+            terms = [int(inst.qty[i, c]) * x[i, k, j] for i in items if inst.qty[i, c] > 0
+                     for j in range(B)]
+            if terms:
+                model.add(sum(terms) <= int(inst.cap[k, c]) * n_used)
+
+
+def _symmetry(model, inst: Instance, used: dict, bins) -> None:
+    """Interchangeable new bins are used in order. (Ordering their loads as well
+    was measured slower on the gang ticks of tests/ganggen.py, and is left out.)"""
+    for k in range(inst.K):
+        B = int(bins[k])
+        if B >= 2 and (k, 0) in used:
+            for j in range(B - 1):
+                model.add(used[k, j] >= used[k, j + 1])
+
+
+def _add_hint(model, inst: Instance, hint: np.ndarray, x, used, y, z) -> None:
+    val = {}
+    for i, k, j, n in hint.tolist():
+        val[i, k, j] = val.get((i, k, j), 0) + n
+    val = _sorted_bins(inst, val)
+    for key, v in x.items():
+        model.add_hint(v, int(val.get(key, 0)))
+    busy = {(k, j) for (i, k, j), n in val.items() if n > 0}
+    for (k, j), u in used.items():
+        model.add_hint(u, int((k, j) in busy))
+    placed = np.zeros(inst.I, np.int64)
+    for (i, k, j), n in val.items():
+        placed[i] += n
+    for g in range(len(y)):
+        members = np.flatnonzero(inst.gang == g)
+        whole = bool(len(members)) and bool(np.all(placed[members] == inst.mult[members]))
+        model.add_hint(y[g], int(whole))
+    for i, v in z.items():
+        model.add_hint(v, int(placed[i]))
+
+
+def _sorted_bins(inst: Instance, val: dict) -> dict:
+    """The hint's bins of each class renumbered 0, 1, ... (new bins are used in order)."""
+    by_class: dict = {}
+    for (i, k, j), n in val.items():
+        by_class.setdefault(k, {}).setdefault(j, {})[i] = n
+    out = {}
+    for k, bins in by_class.items():
+        for new_j, j in enumerate(sorted(bins)):
+            for i, n in bins[j].items():
+                out[i, k, new_j] = n
+    return out
+
+
+def _read_out(inst: Instance, solver, status, x, used, y, z) -> Result:
+    name = solver.status_name(status)
+    ok = name in ("OPTIMAL", "FEASIBLE")
+    T = inst.problem.T
+    rows, units = [], np.zeros(inst.I, np.int64)
+    use = np.zeros(inst.K, np.int64)
+    launches = np.zeros(T, np.int64)
+    placed = np.zeros(len(y), bool)
+    if ok:
+        for (i, k, j), v in x.items():
+            n = int(solver.value(v))
+            if n:
+                rows.append((i, k, j, n))
+                units[i] += n
+        for (k, j), u in used.items():
+            if solver.value(u):
+                use[k] += 1
+                launches[inst.ctype[k]] += 1
+        for k, j in {(k, j) for (i, k, j, n) in rows if (k, j) not in used}:
+            use[k] += 1
+        placed = np.asarray([bool(solver.value(v)) for v in y], bool)
+    return Result(
+        status=name,
+        # the objective is an integer: its float read-out is rounded, and the
+        # bound rounded up (1e-6 slack for the LP's own float error)
+        objective=float(round(solver.objective_value)) if ok else float("nan"),
+        bound=float(math.ceil(solver.best_objective_bound - 1e-6)),
+        placed_gangs=placed, placed_units=units, used=use, launches=launches,
+        assignment=np.asarray(rows, np.int64).reshape(-1, 4),
+        wall_s=float(solver.wall_time), deterministic_s=float(solver.deterministic_time),
+        branches=int(solver.num_branches))
