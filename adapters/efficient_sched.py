@@ -1,5 +1,5 @@
 """The efficient mode as a replay scheduler (``decide(state) -> Decision``), beside
-``adapters.replay_sched``'s engine / baseline / ray. It converts the replay's
+``adapters.replay.schedulers``'s engine / baseline / ray. It converts the replay's
 ``TickState`` exactly as those do and runs ``engine.schedule(mode="efficient")``,
 pricing types from the worker-group table's ``price`` column when every group
 has one (else the engine's proxy: 1 + GPUs per node-hour).
@@ -11,7 +11,7 @@ from typing import Mapping, Optional
 from engine import schedule
 from engine.efficient import EfficientOptions
 
-from .replay_sched import TickState, _from_plan, _problem
+from .replay.schedulers import TickState, _Scheduler, _from_plan, _problem
 
 
 def worker_group_prices(table) -> Optional[dict]:
@@ -26,9 +26,8 @@ def worker_group_prices(table) -> Optional[dict]:
     return dict(zip(names, (float(x) for x in prices)))
 
 
-class EfficientSched:
+class EfficientSched(_Scheduler):
     name = "efficient"
-    check = None
 
     def __init__(self, prices: Optional[Mapping[str, float]] = None,
                  options: Optional[EfficientOptions] = None):
@@ -36,9 +35,9 @@ class EfficientSched:
             options = EfficientOptions(prices=dict(prices) if prices else None)
         self.options = options
 
-    def decide(self, state: TickState):
+    def run(self, state: TickState):
         p = _problem(state)
-        return _from_plan(schedule(p, mode="efficient", options=self.options), p, state)
+        return schedule(p, mode="efficient", options=self.options), p
 
-    def after(self, state, decision) -> None:
-        pass
+    def decision(self, out, state, _state):
+        return _from_plan(out[0], out[1], state)

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from adapters.efficient_sched import EfficientSched  # noqa: E402
 from adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load  # noqa: E402
-from adapters.replay_sched import make  # noqa: E402
+from adapters.replay import make  # noqa: E402
 
 KEYS = ("node_hours", "gpu_hours", "pending_p50_s", "pending_p95_s", "launches",
         "terminations", "never_placed", "tick_p50_ms", "scheduler_s")

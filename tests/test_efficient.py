@@ -263,7 +263,7 @@ def test_short_openb_replay_beats_ffd_and_rays_choice():
     and node-hours at most 0.6 x Ray's choice, every unit placed."""
     from adapters.efficient_sched import EfficientSched
     from adapters.replay import Replay, ReplayConfig, Window, load
-    from adapters.replay_sched import make
+    from adapters.replay import make
     trace = load(None, None, Window(start=None, pods=400, arrival_scale=200.0))
     m = {name: Replay(trace, s, ReplayConfig(tail_s=300)).run().metrics
          for name, s in (("ffd", make("baseline")), ("ray", make("engine")),
