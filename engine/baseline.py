@@ -13,7 +13,10 @@ One tick, in order:
 4. placement groups, all or nothing, in Ray's gang order (``baseline_gangs.py``);
    then demand: runs largest first (see `size_order`); the units of a run go to the
    first existing node with room, then to the first already-opened new node,
-   then to new nodes of the first configured type that can hold one unit;
+   then to new nodes of the first configured type that can hold one unit; only
+   where the run's label selectors hold, and a run with an anti-affinity puts at
+   most one unit on a node and none on a node carrying its label (Ray adds the
+   label on placement, RAY_V2_SEMANTICS.md 4.7);
 5. idle running nodes that received nothing are terminated (IDLE), never
    taking a group below ``min_worker_nodes``.
 
@@ -26,6 +29,7 @@ import numpy as np
 
 from .baseline_gangs import pack_gangs
 from .dtypes import CNT, CODE, IDX, QTY, Cause, Kind, Status, Why
+from .fits import anti_mask, selector_mask
 from .plan import Plan
 from .problem import Problem
 
@@ -157,43 +161,57 @@ def schedule_baseline(problem: Problem) -> Plan:
         counts.append(take.astype(CNT))
         runs.append(np.full(len(slot), s, dtype=IDX))
 
+    marked: dict = {}           # anti-affinity label -> slots a run of this tick labelled
     for s in run_order:
         q = p.shape_qty[s]
         want = int(p.shape_count[s])
         if want == 0:
             continue
+        anti = tuple(int(x) for x in p.req.anti[s])
+        per_node = 1 if anti[0] >= 0 else want
+        mine = marked.setdefault(anti, set()) if anti[0] >= 0 else set()
+        node_ok = selector_mask(p, s, p.node_label) & anti_mask(p, s, p.node_label)
+        type_ok = selector_mask(p, s, p.type_label) & anti_mask(p, s, p.type_label)
         # existing nodes, in node order
-        take = _first_fit(np.where(alive, _fit(free, q, want), 0), want)
+        ok = alive & node_ok
+        ok[[n for n in mine if n < N]] = False
+        take = _first_fit(np.where(ok, _fit(free, q, per_node), 0), want)
         hit = np.flatnonzero(take)
         if hit.size:
             free[hit] = np.maximum(free[hit] - take[hit, None] * q, 0.0)
             record(hit, take[hit], s)
+            mine.update(hit.tolist())
             want -= int(take.sum())
         # new nodes opened earlier this tick, in slot order
         if want and new.types:
-            take = _first_fit(_fit(new.free, q, want), want)
+            ok = type_ok[np.asarray(new.types)]
+            ok[[n - N for n in mine if n >= N]] = False
+            take = _first_fit(np.where(ok, _fit(new.free, q, per_node), 0), want)
             hit = np.flatnonzero(take)
             if hit.size:
                 new.free[hit] = np.maximum(new.free[hit] - take[hit, None] * q, 0.0)
                 record(N + hit, take[hit], s)
+                mine.update((N + hit).tolist())
                 want -= int(take.sum())
         # open new nodes: first configured type that holds one unit and has budget
         for t in configured:
             if want == 0 or global_left == 0:
                 break
-            k = int(_fit(cap[t:t + 1], q, want)[0])
+            k = int(_fit(cap[t:t + 1], q, per_node)[0]) if type_ok[t] else 0
             if k == 0 or type_left[t] == 0:
                 continue
             m = min(-(-want // k), int(type_left[t]), global_left)
             take = np.minimum(k, want - k * np.arange(m, dtype=CNT))
             j = new.open(int(t), np.maximum(cap[t] - take[:, None] * q, 0.0))
             record(N + j + np.arange(m), take, s)
+            mine.update(range(N + j, N + j + m))
             type_left[t] -= m
             global_left -= m
             want -= int(take.sum())
         if want:
             infeasible[s] = want
-            why[s] = _why(q, cap[configured], type_left[configured], global_left, fits_ever)
+            why[s] = _why(q, cap[configured], type_left[configured], global_left,
+                          fits_ever[node_ok[alive]], type_ok[configured])
 
     place_slot = np.concatenate(slots) if slots else np.zeros(0, dtype=IDX)
     place_count = np.concatenate(counts) if counts else np.zeros(0, dtype=CNT)
@@ -246,10 +264,11 @@ def schedule_baseline(problem: Problem) -> Plan:
 
 
 def _why(qty: np.ndarray, cap: np.ndarray, type_left: np.ndarray, global_left: int,
-         fits_ever: np.ndarray) -> int:
+         fits_ever: np.ndarray, type_ok: np.ndarray) -> int:
     """Reason a run kept unplaced units, given the configured types' free rows
-    cap (T', R), their remaining budgets (T',) and what existing nodes could hold."""
-    holds = _fit(cap, qty, 1) > 0
+    cap (T', R), their remaining budgets (T',), what the existing nodes it may use
+    could hold and which types its label selectors admit (T',)."""
+    holds = (_fit(cap, qty, 1) > 0) & type_ok
     if not holds.any():
         # No type fits. If an existing node could hold a unit (e.g. a running node
         # larger than any config), the run is blocked because no more such nodes

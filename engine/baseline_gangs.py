@@ -14,6 +14,10 @@ STRICT_PACK, an anti-affinity STRICT_SPREAD, none PACK or SPREAD (both packed).
   it), existing nodes first, then opened ones, then a new node.
 - PACK / SPREAD: each bundle first-fit, existing nodes, then opened ones, then new.
 
+Every bundle goes only where its label selectors hold (on the node's labels, or the
+type's for a node opened this tick); a STRICT_PACK group's summed bundle only where
+every member's do.
+
 A group that does not fit entirely changes nothing (its tentative new nodes are not
 opened) and is reported infeasible.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import IDX, QTY
+from .fits import selector_mask
 from .problem import Problem
 
 _FIT_SLACK = 1e-12
@@ -61,16 +66,20 @@ def pack_gangs(p: Problem, free: np.ndarray, alive: np.ndarray, new, cap: np.nda
         qty = req.qty[rows].astype(QTY)
         aff = req.aff[rows, 0] >= 0
         anti = req.anti[rows, 0] >= 0
+        old_ok = [selector_mask(p, int(q), p.node_label) for q in rows.tolist()]
+        type_ok = [selector_mask(p, int(q), p.type_label) for q in rows.tolist()]
         if rows.size and aff.all():
             qty, spread = qty.sum(axis=0, keepdims=True), None
+            old_ok = [np.logical_and.reduce(old_ok)]
+            type_ok = [np.logical_and.reduce(type_ok)]
         elif rows.size and anti.all():
             key, val = int(req.anti[rows[0], 0]), int(req.anti[rows[0], 1])
             spread = (p.node_label[:, key] == val) if key < p.node_label.shape[1] else \
                 np.zeros(p.N, bool)
         else:
             spread = None
-        got = _try(qty, spread, free, alive, new.free, cap, configured, type_left.copy(),
-                   global_left)
+        got = _try(qty, old_ok, type_ok, spread, free, alive, new.free, np.asarray(new.types,
+                   np.int64), cap, configured, type_left.copy(), global_left)
         if got is None:
             infeasible[g] = True
             continue
@@ -84,8 +93,10 @@ def pack_gangs(p: Problem, free: np.ndarray, alive: np.ndarray, new, cap: np.nda
     return infeasible, order, received, global_left
 
 
-def _try(qty, spread, free, alive, new_free, cap, configured, type_left, global_left):
-    """Place the bundles (rows of qty) on copies; None if any does not fit."""
+def _try(qty, old_ok, type_ok, spread, free, alive, new_free, new_types, cap, configured,
+         type_left, global_left):
+    """Place the bundles (rows of qty) on copies; None if any does not fit. ``old_ok[b]``
+    (N,) / ``type_ok[b]`` (T,): where bundle b's label selectors hold."""
     free = free.copy()
     new_free = new_free.copy()
     opened: list[int] = []
@@ -93,7 +104,7 @@ def _try(qty, spread, free, alive, new_free, cap, configured, type_left, global_
     taken_new = np.zeros(new_free.shape[0], bool)
     for b in range(qty.shape[0]):
         q = qty[b]
-        ok = alive & _holds(free, q)
+        ok = alive & old_ok[b] & _holds(free, q)
         if spread is not None:
             ok &= ~taken_old
         hit = np.flatnonzero(ok)
@@ -102,7 +113,7 @@ def _try(qty, spread, free, alive, new_free, cap, configured, type_left, global_
             free[n] = np.maximum(free[n] - q, 0.0)
             taken_old[n] = True
             continue
-        ok = _holds(new_free, q)
+        ok = type_ok[b][new_types] & _holds(new_free, q)
         if spread is not None:
             ok &= ~taken_new
         hit = np.flatnonzero(ok)
@@ -114,13 +125,14 @@ def _try(qty, spread, free, alive, new_free, cap, configured, type_left, global_
         if global_left == 0:
             return None
         for t in configured:
-            if type_left[t] > 0 and _holds(cap[t:t + 1], q)[0]:
+            if type_left[t] > 0 and type_ok[b][t] and _holds(cap[t:t + 1], q)[0]:
                 break
         else:
             return None
         type_left[t] -= 1
         global_left -= 1
         opened.append(int(t))
+        new_types = np.append(new_types, t)
         new_free = np.concatenate([new_free, np.maximum(cap[t:t + 1] - q, 0.0)])
         taken_new = np.append(taken_new, True)
     return free, new_free, opened, type_left, global_left

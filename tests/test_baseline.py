@@ -328,3 +328,27 @@ def test_ten_thousand_nodes_two_hundred_runs_give_a_legal_plan():
     plan = schedule_baseline(problem)      # its speed is measured in bench/, not here
     assert check_plan(problem, plan) == []
     assert plan.n_launched > 0
+
+
+def test_label_selectors_and_anti_affinity_of_plain_runs():
+    """A plain run goes only to nodes (existing, opened, new types) its selector
+    admits, and a run with an anti-affinity puts at most one unit on a node and none
+    on a node already labelled (Ray adds the label on placement, RAY_V2_SEMANTICS
+    4.7)."""
+    types = [NodeTypeSpec("cpu-a", CPU4, max_workers=10, labels={"zone": "a"}),
+             NodeTypeSpec("cpu-b", CPU4, max_workers=10, labels={"zone": "b"})]
+    a_node = running("cpu-a", rid="a")
+    a_node.labels = {"zone": "a"}
+    sel = [[("zone", "in", ["b"])]]
+    _, plan = plan_of(types, [a_node], [RequestSpec({"CPU": 1.0}, count=6, label_selectors=sel)])
+    assert plan.launches() == {"cpu-b": 2} and placed_by_slot(plan) == {1: 4, 2: 2}
+    problem, plan = plan_of(types, [], [RequestSpec({"CPU": 1.0}, count=2,
+                                                    label_selectors=[[("zone", "in", ["c"])]])])
+    assert plan.n_launched == 0 and plan.infeasible.tolist() == [2]
+    assert plan.infeasible_why.tolist() == [Why.NO_NODE_TYPE_FITS]
+    marked = running("cpu-a", rid="m")
+    marked.labels = {"zone": "a", "job": "x"}
+    _, plan = plan_of(types, [marked, a_node],
+                      [RequestSpec({"CPU": 1.0}, count=3, anti_affinity=("job", "x"))])
+    assert plan.launches() == {"cpu-a": 2}
+    assert placed_by_slot(plan) == {1: 1, 2: 1, 3: 1}

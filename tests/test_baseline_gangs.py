@@ -81,3 +81,37 @@ def test_gangs_go_before_runs_in_rays_order_and_receivers_are_not_idle_victims()
     assert plan.launches() == {"cpu": 1}        # STRICT_PACK on node a, PACK on b + one new
     assert plan.term_node.size == 0
     np.testing.assert_array_equal(plan.gang_infeasible, [False, False])
+
+
+ZONES = [NodeTypeSpec("cpu-a", CPU4, max_workers=10, labels={"zone": "a"}),
+         NodeTypeSpec("cpu-b", CPU4, max_workers=10, labels={"zone": "b"})]
+
+
+def selected(strategy, n, zone, cpu=1.0):
+    aff = (PG, "") if strategy == "STRICT_PACK" else None
+    anti = (PG, "") if strategy == "STRICT_SPREAD" else None
+    return GangSpec([RequestSpec({"CPU": cpu}, 1, label_selectors=[[("zone", "in", [zone])]],
+                                 affinity=aff, anti_affinity=anti)] * n,
+                    name=f"abc:{strategy}:PENDING")
+
+
+def test_label_selectors_choose_the_nodes_and_types_of_every_bundle():
+    """A bundle goes only where its selector holds: an idle zone-a node with room and
+    the first-listed zone-a type are passed over for zone b; an existing zone-b node
+    takes what it holds. (Before, the baseline ignored selectors and placed zone-b
+    groups on zone-a nodes, which the CP-SAT model rejected: tests/test_solver.py.)"""
+    a_node = running("cpu-a", idle_ms=10 ** 7, rid="a")
+    a_node.labels = {"zone": "a"}
+    for strategy, launches in (("PACK", {"cpu-b": 1}), ("SPREAD", {"cpu-b": 1}),
+                               ("STRICT_PACK", {"cpu-b": 1}), ("STRICT_SPREAD", {"cpu-b": 3})):
+        problem, plan = plan_of(ZONES, [a_node], [], [selected(strategy, 3, "b")],
+                                idle_timeout_s=60.0)
+        assert not plan.gang_infeasible.any(), strategy
+        assert plan.launches() == launches, strategy
+        assert plan.term_node.tolist() == [0], strategy     # a got nothing: idle victim
+    b_node = running("cpu-b", rid="b")
+    b_node.labels = {"zone": "b"}
+    _, plan = plan_of(ZONES, [a_node, b_node], [], [selected("PACK", 3, "b")])
+    assert plan.n_launched == 0
+    _, plan = plan_of(ZONES, [], [], [selected("PACK", 2, "c")])
+    assert plan.gang_infeasible.tolist() == [True] and plan.n_launched == 0
