@@ -4,10 +4,11 @@ choice), the FFD baseline and, with ``--ray``, Ray 2.60's own scheduler.
     .venv/bin/python bench/replay_efficient.py              # seed 0, the `vecsched replay` defaults
     .venv/bin/python bench/replay_efficient.py --seeds 0,1,2,3
 
-Until the replay takes ``efficient`` as a scheduler of its own, this runs
-``adapters.replay.Replay`` with ``adapters.efficient_sched.EfficientSched`` on the
-window and config ``vecsched replay`` uses, and prints the metrics the issue's
-targets name, the ratios to the engine's (Ray's choice) and whether each target holds.
+It runs ``adapters.replay.Replay`` with the registered schedulers (``efficient`` is
+``EngineScheduler(mode="efficient")``) on the window and config ``vecsched replay``
+uses, and prints the metrics the issue's targets name, the ratios to the engine's
+(Ray's choice) and whether each target holds. (``vecsched replay --scheduler
+engine,efficient,baseline,ray`` shows the same for one seed.)
 """
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from adapters.efficient_sched import EfficientSched  # noqa: E402
 from adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load  # noqa: E402
 from adapters.replay import make  # noqa: E402
 
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     for seed in [int(s) for s in args.seeds.split(",")]:
         rows = {"engine": run(loaded, make("engine"), seed),
                 "baseline": run(loaded, make("baseline"), seed),
-                "efficient": run(loaded, EfficientSched(), seed)}
+                "efficient": run(loaded, make("efficient"), seed)}
         if args.ray:
             rows["ray"] = run(loaded, make("ray"), seed)
         out[seed] = rows

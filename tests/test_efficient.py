@@ -257,28 +257,18 @@ def test_cpsat_gang_packing_is_deterministic_and_no_worse_than_heuristics():
 
 def test_short_openb_replay_beats_ffd_and_rays_choice():
     """The last 400 openb pods, arrivals x200, 300 s tail, seed 0, through the
-    existing replay (adapters.efficient_sched plugs the mode in). Measured:
+    replay's registered `efficient` scheduler (EngineScheduler, mode efficient). Measured:
     efficient 4.93 node-h / 36.7 GPU-h, FFD 5.31 / 38.6, Ray's choice (the
     engine) 9.51 / 45.1. Asserted: below FFD on both, GPU-hours at most 0.9 x
     and node-hours at most 0.6 x Ray's choice, every unit placed."""
-    from adapters.efficient_sched import EfficientSched
+    pytest.importorskip("ray.autoscaler.v2.scheduler", reason="the replay's schedulers need ray")
     from adapters.replay import Replay, ReplayConfig, Window, load
     from adapters.replay import make
     trace = load(None, None, Window(start=None, pods=400, arrival_scale=200.0))
     m = {name: Replay(trace, s, ReplayConfig(tail_s=300)).run().metrics
          for name, s in (("ffd", make("baseline")), ("ray", make("engine")),
-                         ("eff", EfficientSched()))}
+                         ("eff", make("efficient")))}
     eff, ffd, ray = m["eff"], m["ffd"], m["ray"]
     assert eff["never_placed"] == 0
     assert eff["node_hours"] < ffd["node_hours"] and eff["gpu_hours"] < ffd["gpu_hours"], m
     assert eff["gpu_hours"] <= 0.9 * ray["gpu_hours"] and eff["node_hours"] <= 0.6 * ray["node_hours"]
-
-
-def test_worker_group_prices_only_when_every_group_has_one():
-    import pyarrow as pa
-
-    from adapters.efficient_sched import worker_group_prices
-    assert worker_group_prices(pa.table({"type": ["a", "b"], "price": [1.5, 3.0]})) == \
-        {"a": 1.5, "b": 3.0}
-    assert worker_group_prices(pa.table({"type": ["a", "b"], "price": [1.5, None]})) is None
-    assert worker_group_prices(pa.table({"type": ["a"]})) is None

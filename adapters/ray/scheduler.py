@@ -13,6 +13,7 @@ from ray.autoscaler.v2.scheduler import (ResourceDemandScheduler, SchedulingRepl
                                          SchedulingRequest)
 
 from engine import schedule
+from engine.schedule import MODES
 
 from . import wire
 from .codec import SpecCache, decode, encode
@@ -26,12 +27,26 @@ class EngineScheduler(ResourceDemandScheduler):
     ``new_id``, ``now_ns`` and ``monotonic`` make replies reproducible when
     injected. Bad input raises ``engine.ProblemError`` naming the field; the
     scheduler's own state (pending-idle timestamps) is then left as it was.
+
+    ``mode``: ``"ray-compat"`` (the default: Ray 2.60's decisions) or
+    ``"efficient"`` (``engine.efficient``: chosen for cost, not Ray-exact; it
+    cancels unneeded pending nodes itself, so Ray's pending-idle tracking is not
+    run), with ``options`` its ``EfficientOptions`` (e.g. the worker groups'
+    prices). The last tick's plan is ``last_plan``.
     """
 
     def __init__(self, event_logger=None, *, new_id: Optional[Callable[[], str]] = None,
                  now_ns: Optional[Callable[[], int]] = None,
-                 monotonic: Optional[Callable[[], float]] = None):
+                 monotonic: Optional[Callable[[], float]] = None,
+                 mode: str = "ray-compat", options=None):
+        if mode not in MODES:
+            raise ValueError(f"mode: unknown scheduling mode {mode!r}; available: {MODES}")
+        if options is not None and mode != "efficient":
+            raise ValueError("options: only mode='efficient' takes options")
         super().__init__(event_logger)
+        self.mode = mode
+        self._options = options
+        self.last_plan = None
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         # Ray's scheduler calls time.time_ns / time.monotonic through its module's
         # ``time`` at tick time; so do these defaults (a patched clock applies).
@@ -64,9 +79,13 @@ class EngineScheduler(ResourceDemandScheduler):
         t0 = time.perf_counter()
         decoded = decode(request, self._specs)
         t1 = time.perf_counter()
-        tracking = request.pending_idle_timeout_s is not None
-        plan = schedule(decoded.problem, pending_since=self._pending_since,
-                        now_s=self._monotonic() if tracking else 0.0)
+        if self.mode == "efficient":
+            tracking = False
+            plan = schedule(decoded.problem, mode="efficient", options=self._options)
+        else:
+            tracking = request.pending_idle_timeout_s is not None
+            plan = schedule(decoded.problem, pending_since=self._pending_since,
+                            now_s=self._monotonic() if tracking else 0.0)
         t2 = time.perf_counter()
         reply = encode(decoded, plan, new_id=self._new_id, now_ns=self._now_ns)
         t3 = time.perf_counter()
@@ -74,6 +93,7 @@ class EngineScheduler(ResourceDemandScheduler):
         p = decoded.problem
         self.last_shape = {"nodes": p.N, "resources": p.R, "labels": len(p.label_keys)}
         self._specs = decoded.cache
+        self.last_plan = plan
         self.stats["engine_ticks"] += 1
         if tracking:
             self._pending_since = plan.pending_since

@@ -93,7 +93,8 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
                    help="worker groups: bundled name (openb_nodes, pai2020_nodes, "
                         "spot2026_nodes) or a Parquet file (default: the trace's)")
     r.add_argument("--scheduler", default=None,
-                   help="comma-separated: engine,baseline,ray (default: all three)")
+                   help="comma-separated: engine,baseline,ray,efficient (default: "
+                        "engine,baseline,ray)")
     r.add_argument("--out", default="replay-out", help="directory for the plots and "
                                                       "summary.json (default: replay-out)")
     r.add_argument("--pods", type=int, default=None,
@@ -129,6 +130,11 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
                    help="preemptions per running-node hour in the simulated cloud (0)")
     r.add_argument("--launch-failure-rate", type=float, default=0.0,
                    help="probability a launch call fails in the simulated cloud (0)")
+    r.add_argument("--cross-check", action="store_true",
+                   help="on every tick with pending placement groups, solve them with CP-SAT "
+                        "(untimed, off the tick path) and write each scheduler's gap to "
+                        "the optimum to summary.json (needs the solver extra; "
+                        "adapters/replay/cross_check.py)")
 
 
 def summary(trace, config, results, *, compile_s: float, wall_s: float,
@@ -203,14 +209,20 @@ def run_replay(args) -> int:
     for w in trace.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
     compile_s = warmup()
-    results = _run_all(console, names, check, trace, config, make, Replay)
+    from .cross_check import for_command, table as cross_table
+    checker = for_command(args.cross_check, make)
+    results = _run_all(console, names, check, trace, config,
+                       checker.make if checker else make, Replay)
 
     console.print(summary_table(results))
     console.print(hours_table(results))
+    if checker:
+        console.print(cross_table(checker.summary()))
     from .plots import write_plots
     paths = write_plots(results, args.out)
     wall = time.perf_counter() - t_start
-    doc = summary(trace, config, results, compile_s=compile_s, wall_s=wall)
+    doc = summary(trace, config, results, compile_s=compile_s, wall_s=wall,
+                  extra={"cross_check": checker.summary()} if checker else None)
     (paths[0].parent / "summary.json").write_text(json.dumps(doc, indent=2, default=float))
     console.print("plots: " + ", ".join(str(p) for p in paths) + f"; metrics: "
                   f"{paths[0].parent / 'summary.json'}")

@@ -22,6 +22,8 @@ scheduler in production:
 - ``baseline`` ``engine.baseline.schedule_baseline(build_problem(state))``
 - ``ray``      Ray 2.60's ``ResourceDemandScheduler().schedule(request)``, one object
   across ticks, reading time from the simulated clock.
+- ``efficient`` ``EngineScheduler(mode="efficient")`` (``efficient.py``): the engine's
+  cost-driven mode on the same production path, priced from the worker groups.
 
 ``seconds`` times what runs in production: ``EngineScheduler.schedule`` /
 ``ResourceDemandScheduler.schedule`` (not the request's construction, which is Ray's
@@ -345,9 +347,15 @@ def _no_check(cls):
     return factory
 
 
+def _efficient(check_ray: bool = False):
+    from .efficient import EfficientSched      # the efficient mode's modules load on use
+    return EfficientSched(check_ray=check_ray)
+
+
 register("engine", EngineSched)
 register("baseline", _no_check(BaselineSched))
 register("ray", _no_check(RaySched))
+register("efficient", _efficient)
 NAMES = tuple(SCHEDULERS)            # the default order of `vecsched replay`
 
 

@@ -159,6 +159,8 @@ class Replay:
         self._synced_version = -1
         self.last: Optional[Decision] = None
         self.decisions: list = []
+        if hasattr(self.sched, "use_trace"):     # e.g. the worker groups' prices
+            self.sched.use_trace(trace)
         self.sched.start(self.clock)
 
     # ---- the head ----------------------------------------------------------------------

@@ -112,6 +112,7 @@ class LoadedTrace:
     oversized: int = 0               # units no node type can hold (incl. the head)
     warnings: list = field(default_factory=list)
     gangs: Optional[Gangs] = None    # placement groups (None: none)
+    prices: Optional[dict] = None    # type -> the worker groups' price per node-hour, if any
 
     def __post_init__(self):
         if self.gangs is None:
@@ -250,4 +251,15 @@ def load(trace=None, groups=None, window: Window = Window(),
     return LoadedTrace(
         name=name, types=[HEAD] + types, arrival_s=arr, duration_s=dur,
         unit_shape=unit_shape, shapes=shapes, rows=rows,
-        scaling=scaling, oversized=oversized, warnings=warnings, gangs=pg)
+        scaling=scaling, oversized=oversized, warnings=warnings, gangs=pg,
+        prices=worker_group_prices(wg))
+
+
+def worker_group_prices(table: pa.Table) -> Optional[dict]:
+    """type -> price per node-hour of the worker groups whose ``price`` is known
+    (validated > 0 by ``adapters.traces``); None when none is (the bundled tables)."""
+    if "price" not in table.column_names:
+        return None
+    out = {t: float(x) for t, x in zip(table.column("type").to_pylist(),
+                                       table.column("price").to_pylist()) if x is not None}
+    return out or None

@@ -228,6 +228,7 @@ def _assemble(st: State, run_order, infeasible, why, placements, con_bad, gang_b
         term_status=p.node_status[term_node].astype(CODE),
         infeasible=infeasible, infeasible_why=why, run_order=run_order,
         place_slot=slots.astype(IDX), place_run=runs.astype(IDX), place_count=units,
-        new_type=new_type, cluster_resources=np.ascontiguousarray(cluster, dtype=QTY),
+        new_type=new_type, new_template=new_type,
+        cluster_resources=np.ascontiguousarray(cluster, dtype=QTY),
         constraint_infeasible=bool(con_bad), gang_infeasible=gang_bad,
         gang_order=np.asarray(gang_order, IDX), pending_since={}, stats=stats)

@@ -8,7 +8,8 @@ cross-check plans (the optional ``solver`` extra; never on the ray-compat tick p
 Importable without OR-Tools: only ``solve`` (and what calls it) needs it, and
 raises ``SolverUnavailable`` with the install hint.
 """
-from .check import assignment_of_plan, assignment_value, check_assignment, gap, plan_value
+from .check import (assignment_of_plan, assignment_value, check_assignment, decision_value, gap,
+                    plan_value, type_cost)
 from .cpsat import Result, have_ortools, solve
 from .crosscheck import PlanCheck, check_plan
 from .greedy import greedy_assignment
@@ -18,5 +19,5 @@ from .prices import price_vector, proxy_prices
 
 __all__ = ["Instance", "build_instance", "build_slot_instance", "price_vector", "proxy_prices",
            "SolverUnavailable", "Result", "solve", "have_ortools", "greedy_assignment",
-           "plan_value", "gap", "assignment_value", "check_assignment", "assignment_of_plan",
+           "plan_value", "decision_value", "type_cost", "gap", "assignment_value", "check_assignment", "assignment_of_plan",
            "PlanCheck", "check_plan", "EXISTING", "FORCED", "NEW"]

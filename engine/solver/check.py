@@ -29,12 +29,22 @@ def plan_value(inst: Instance, plan: Plan, gangs_placed=None) -> int:
     if gangs_placed is None:
         gi = np.asarray(plan.gang_infeasible, bool)
         gangs_placed = ~gi if gi.shape == (p.G,) else np.zeros(p.G, bool)
+    return decision_value(inst, plan.launch, gangs_placed,
+                          plan.infeasible if inst.include_plain else None)
+
+
+def decision_value(inst: Instance, launch, gangs_placed, infeasible=None) -> int:
+    """The model objective of a tick's decision given as launches per type (T,),
+    the problem's gangs placed (G,) bool and (``include_plain``) the infeasible
+    units per plain run (S,): ``big`` per unplaced modelled bundle or unit, plus
+    the price of the launches beyond the forced ones. (Any scheduler's reply
+    reads as these, so one whose plan is not at hand is valued the same way.)"""
     gangs_placed = np.asarray(gangs_placed, bool)
     unplaced = int(sum(int(b) for g, b in zip(inst.gangs.tolist(), inst.gang_bundles.tolist())
                        if not gangs_placed[g]))
-    if inst.include_plain:
-        unplaced += int(np.asarray(plan.infeasible, np.int64).sum())
-    extra = np.maximum(np.asarray(plan.launch, np.int64) - inst.forced, 0)
+    if inst.include_plain and infeasible is not None:
+        unplaced += int(np.asarray(infeasible, np.int64).sum())
+    extra = np.maximum(np.asarray(launch, np.int64) - inst.forced, 0)
     return inst.big * unplaced + int((type_cost(inst) * extra).sum())
 
 

@@ -19,7 +19,10 @@ def proxy_prices(p: Problem, gpu_weight: float = 1.0) -> np.ndarray:
 
 def price_vector(p: Problem, prices=None, gpu_weight: float = 1.0) -> np.ndarray:
     """(T,) f8 prices: ``prices`` (a mapping type name -> price per node-hour, or a
-    (T,) array) when it prices every configured type, else ``proxy_prices``."""
+    (T,) array) when it prices every configured type the tick could launch, else
+    ``proxy_prices``. A configured type with no launch room (at its
+    ``max_worker_nodes``, like a head type listed with its one node) needs no price:
+    it is given the dearest known one (nothing launches it, so nothing pays it)."""
     if prices is None:
         return proxy_prices(p, gpu_weight)
     if isinstance(prices, dict):
@@ -32,8 +35,12 @@ def price_vector(p: Problem, prices=None, gpu_weight: float = 1.0) -> np.ndarray
         if vec.shape != (p.T,):
             raise ValueError(f"prices: expected {p.T} values, one per node type, got {vec.shape}")
     conf = p.type_configured
-    if np.isnan(vec[conf]).any():
-        return proxy_prices(p, gpu_weight)
+    missing = conf & np.isnan(vec)
+    if missing.any():
+        have = np.bincount(p.node_type[~p.node_outdated], minlength=p.T)
+        if (missing & (p.type_max > have)).any() or not (conf & ~missing).any():
+            return proxy_prices(p, gpu_weight)
+        vec = np.where(missing, np.nanmax(vec[conf & ~missing]), vec)
     bad = conf & ~(np.isfinite(vec) & (vec > 0))
     if bad.any():
         t = int(np.flatnonzero(bad)[0])

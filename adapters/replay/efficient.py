@@ -1,0 +1,58 @@
+"""The efficient mode as a replay scheduler, on the production path.
+
+``efficient`` is the engine's ``mode="efficient"`` (``engine.efficient``) run through
+``EngineScheduler(mode="efficient")``: the protobuf ``SchedulingRequest`` Ray's
+reconciler builds goes in, a ``SchedulingReply`` comes out, one scheduler object serves
+every tick - exactly as the ``engine`` scheduler runs ray-compat, so the two differ in
+the mode alone. It is not Ray-exact, so ``--check-ray`` does not apply to it.
+
+Prices: the worker-group table's ``price`` column (per node-hour) when the trace's
+groups have one (``LoadedTrace.prices``, handed over by ``Replay`` through
+``use_trace``), else the mode's proxy (1 + GPUs per node-hour). A replay scheduler
+object is bound to one trace's prices; ``start`` keeps them.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from .schedulers import EngineSched
+
+
+class EfficientSched(EngineSched):
+    """``EngineSched`` with ``mode="efficient"``; ``prices`` (type -> price per
+    node-hour) fixed here win over the trace's; ``options`` (an
+    ``EfficientOptions``) over both."""
+    name = "efficient"
+
+    def __init__(self, check_ray: bool = False, *, prices: Optional[Mapping[str, float]] = None,
+                 options=None, name: Optional[str] = None):
+        if check_ray:
+            raise ValueError("check_ray: the efficient mode is not Ray-exact; only the "
+                             "engine (ray-compat) is checked against Ray")
+        self._fixed = options is not None or prices is not None
+        super().__init__(name=name or type(self).name, mode="efficient",
+                         options=options if options is not None else _options(prices))
+
+    def use_trace(self, trace) -> None:
+        """Price the types from the trace's worker groups (unless fixed at construction)."""
+        if self._fixed:
+            return
+        self._kwargs = dict(self._kwargs, options=_options(getattr(trace, "prices", None)))
+        self.start(self.clock)
+
+    @property
+    def options(self):
+        return self._kwargs["options"]
+
+
+def _options(prices: Optional[Mapping[str, float]]):
+    from engine.efficient import EfficientOptions
+    if prices:
+        for k, v in prices.items():
+            if not v > 0:
+                raise ValueError(f"worker_groups.price of {k!r}: the efficient mode needs "
+                                 f"prices > 0, got {v!r}")
+    return EfficientOptions(prices=dict(prices) if prices else None)
+
+
+__all__ = ["EfficientSched"]
