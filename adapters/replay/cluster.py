@@ -12,6 +12,16 @@ is left over as pending demand. This module plays that part, deliberately simply
 - **Independent units.** A shape goes first-fit over the placeable nodes in the order
   they joined the cluster (the head first), as many units per node as fit:
   ``min_r floor(free[r] / qty[r])``.
+- **GPU nodes avoided for CPU-only work**, as Ray 2.60's raylet does by default
+  (``RAY_scheduler_avoid_gpu_nodes``, default on: the hybrid scheduling policy of Ray's
+  cluster resource scheduler, which places tasks and actors). A unit whose bundle asks
+  for no GPU first goes to a node without GPUs (no ``GPU`` in its totals) that has the
+  room now; only when no such node has room does it go to any node, GPU nodes
+  included. A unit that asks for a GPU goes to any node. Placement-group bundles are
+  placed without this rule (Ray's bundle policies do not apply it), and a group's
+  members run in their bundles. ``avoid_gpu_nodes=False`` is Ray with the setting off.
+  (What the raylet picks among the nodes with room - the least utilised below a
+  spread threshold, at random among the top k - is not modelled: first-fit here.)
 - **Placement groups** are placed atomically (every bundle or none), over the same
   nodes in the same order, by strategy: STRICT_PACK puts the summed bundle on the first
   node that holds it; PACK does the same if one node can, else places the bundles one by
@@ -59,16 +69,23 @@ BUNDLE_TASK = 0.001     # what a task in a bundle holds of it
 class Cluster:
     """Nodes, their used resources, and the pending / running units of a replay."""
 
-    def __init__(self, columns, shapes, arrival_s, duration_s, unit_shape, gangs: Gangs = None):
+    def __init__(self, columns, shapes, arrival_s, duration_s, unit_shape, gangs: Gangs = None,
+                 avoid_gpu_nodes: bool = True):
         self.columns = list(columns)
         self.col = {c: i for i, c in enumerate(self.columns)}
         R = len(self.columns)
+        self.avoid_gpu_nodes = bool(avoid_gpu_nodes)
+        gpu = self.col.get("GPU")
         self.shapes = list(shapes)
         self.shape_fp = np.zeros((len(shapes), R), dtype=np.int64)
         for s, sh in enumerate(shapes):
             for k, v in sh.items():
                 self.shape_fp[s, self.col[k]] = int(round(float(v) * SCALE))
         self.shape_pos = [np.flatnonzero(row > 0) for row in self.shape_fp]
+        # shapes that ask for no GPU (Ray's ResourceRequest.Has(GPU) is false)
+        self.shape_cpu_only = (np.ones(len(shapes), bool) if gpu is None
+                               else self.shape_fp[:, gpu] <= 0)
+        self._gpu_col = gpu
         self.arrival = arrival_s
         self.duration = duration_s
         self.unit_shape = unit_shape
@@ -286,6 +303,9 @@ class Cluster:
         idx = np.flatnonzero(self.placeable)        # join order, the head first
         total = self.total[idx]
         used = self.used[idx]
+        gpu_node = (total[:, self._gpu_col] > 0 if self._gpu_col is not None
+                    else np.zeros(idx.size, bool))
+        avoid = self.avoid_gpu_nodes and gpu_node.any()
         for _, kind, s in self._work_order():
             if kind == 1:
                 placed += self._place_gang(s, idx, total, used, now)
@@ -300,9 +320,16 @@ class Cluster:
                 fits = (free // self.shape_fp[s, pos]).min(axis=1)
             if not fits.any():
                 continue
-            before = np.cumsum(fits) - fits
-            take = np.clip(want - before, 0, fits)
-            for j in np.flatnonzero(take):
+            if avoid and self.shape_cpu_only[s]:
+                # nodes without GPUs first (first-fit), then GPU nodes for the rest: unit
+                # by unit (oldest first) this is the raylet's rule, as every node without
+                # GPUs that has room is used before any fallback
+                order = np.concatenate([np.flatnonzero(~gpu_node), np.flatnonzero(gpu_node)])
+            else:
+                order = np.arange(idx.size)
+            take = np.zeros_like(fits)
+            take[order] = _first_fit(fits[order], want)
+            for j in order[take[order] > 0]:
                 k = int(take[j])
                 slot = int(idx[j])
                 used[j] += k * self.shape_fp[s]
@@ -348,6 +375,13 @@ class Cluster:
             for u in units:
                 s = int(self.unit_shape[u])
                 self.used_seconds += self.shape_fp[s] / SCALE * (now - self.placed_at[u])
+
+
+def _first_fit(fits: np.ndarray, want: int) -> np.ndarray:
+    """(M,) units per row when ``want`` units go to the rows in order, each row taking
+    as many as it fits (``fits``) before the next row gets any."""
+    before = np.cumsum(fits) - fits
+    return np.clip(want - before, 0, fits)
 
 
 def _fits_on(free: np.ndarray, need: np.ndarray) -> np.ndarray:

@@ -90,6 +90,9 @@ class ReplayConfig:
     # Ray's pending-node idle tracking (RAY_AUTOSCALER_PENDING_NODE_IDLE_TIMEOUT_S); None:
     # off, Ray's default
     pending_idle_timeout_s: Optional[float] = None
+    # the raylets keep CPU-only work off GPU nodes while others have room
+    # (RAY_scheduler_avoid_gpu_nodes, on by default in Ray; cluster.py)
+    avoid_gpu_nodes: bool = True
 
     def __post_init__(self):
         for name in ("tick_s", "tail_s", "idle_timeout_s", "alloc_latency_s",
@@ -152,7 +155,8 @@ class Replay:
                           preemption_rate_per_h=config.preemption_rate_per_h)
         self.provider = SimProvider(self.store, {}, seed=config.seed, default=sim)
         self.cluster = Cluster(trace.columns, trace.shapes, trace.arrival_s, trace.duration_s,
-                               trace.unit_shape, trace.gangs)
+                               trace.unit_shape, trace.gangs,
+                               avoid_gpu_nodes=config.avoid_gpu_nodes)
         self._gang_specs: dict[int, GangSpec] = {}
         self.metrics = Metrics([t.name for t in self.types])
         self._next_unit = 0
