@@ -2,7 +2,7 @@
 choice), the FFD baseline and, with ``--ray``, Ray 2.60's own scheduler.
 
     .venv/bin/python bench/replay_efficient.py              # seed 0, the `vecsched replay` defaults
-    .venv/bin/python bench/replay_efficient.py --seeds 0,1,2,3
+    .venv/bin/python bench/replay_efficient.py --seeds 0,1,2,3 --plot docs/efficient.png
 
 It runs ``adapters.replay.Replay`` with the registered schedulers (``efficient`` is
 ``EngineScheduler(mode="efficient")``) on the window and config ``vecsched replay``
@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--ray", action="store_true", help="also Ray 2.60's own scheduler (slow)")
     ap.add_argument("--json", default=None, help="write the figures to this file")
+    ap.add_argument("--plot", default=None,
+                    help="write a PNG of GPU-hours against pending p95 (every seed) here")
     args = ap.parse_args(argv)
     from engine import warmup
     warmup()
@@ -70,7 +72,46 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1, sort_keys=True)
+    if args.plot:
+        plot(out, args.plot)
     return 0
+
+
+STYLE = {"ray": ("tab:red", "o", "Ray 2.60 (= engine, ray-compat)"),
+         "engine": ("tab:red", "o", "Ray 2.60 (= engine, ray-compat)"),
+         "baseline": ("tab:orange", "s", "first-fit-decreasing baseline"),
+         "efficient": ("tab:green", "D", "efficient mode")}
+
+
+def plot(out: dict, path: str) -> None:
+    """GPU-hours against pending p95, one marker per scheduler and seed. The engine
+    decides as Ray does on every tick (--check-ray), so one marker stands for both."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(7.5, 4.8), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    seen = set()
+    for seed, rows in sorted(out.items()):
+        for name in ("engine", "baseline", "efficient"):
+            r = rows[name]
+            color, marker, label = STYLE[name]
+            ax.scatter(r["pending_p95_s"], r["gpu_hours"], c=color, marker=marker, s=46,
+                       label=None if label in seen else label, edgecolors="black",
+                       linewidths=0.4)
+            seen.add(label)
+    ray = [rows["engine"]["gpu_hours"] for rows in out.values()]
+    ax.axhline(0.85 * sum(ray) / len(ray), color="tab:red", ls=":", lw=1,
+               label="0.85 x Ray's GPU-hours (mean over seeds)")
+    ax.set_xlabel("pending time p95 (s)")
+    ax.set_ylabel("GPU-hours")
+    ax.set_title(f"Default openb replay, seeds {', '.join(str(s) for s in sorted(out))}: "
+                 "GPU-hours against pending p95", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    print(f"plot: {path}")
 
 
 if __name__ == "__main__":
