@@ -44,7 +44,7 @@ def test_efficient_is_registered_and_runs_on_the_production_path():
     from adapters.ray.scheduler import EngineScheduler
     assert "efficient" in SCHEDULERS
     eff = make("efficient")
-    assert isinstance(eff.sched, EngineScheduler) and eff.sched.mode == "efficient"
+    assert isinstance(eff.sched, EngineScheduler) and eff.sched.engine_mode == "efficient"
     with pytest.raises(ValueError, match="not Ray-exact"):
         make("efficient", check_ray=True)
     trace = load(None, None, SMALL, GangOverlay(0.2, seed=0))
@@ -60,7 +60,7 @@ def test_efficient_is_registered_and_runs_on_the_production_path():
 
 def test_engine_scheduler_mode_is_checked_and_ray_compat_stays_the_default():
     from adapters.ray.scheduler import EngineScheduler
-    assert EngineScheduler().mode == "ray-compat"
+    assert EngineScheduler().engine_mode == "ray-compat"
     with pytest.raises(ValueError, match="mode"):
         EngineScheduler(mode="cheap")
     with pytest.raises(ValueError, match="options"):

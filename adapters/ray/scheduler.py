@@ -32,7 +32,7 @@ class EngineScheduler(ResourceDemandScheduler):
     ``"efficient"`` (``engine.efficient``: chosen for cost, not Ray-exact; it
     cancels unneeded pending nodes itself, so Ray's pending-idle tracking is not
     run), with ``options`` its ``EfficientOptions`` (e.g. the worker groups'
-    prices). The last tick's plan is ``last_plan``.
+    prices); it is ``engine_mode``. The last tick's plan is ``last_plan``.
     """
 
     def __init__(self, event_logger=None, *, new_id: Optional[Callable[[], str]] = None,
@@ -44,7 +44,7 @@ class EngineScheduler(ResourceDemandScheduler):
         if options is not None and mode != "efficient":
             raise ValueError("options: only mode='efficient' takes options")
         super().__init__(event_logger)
-        self.mode = mode
+        self.engine_mode = mode          # (``mode`` is taken: install.py's engine / shadow)
         self._options = options
         self.last_plan = None
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
@@ -79,7 +79,7 @@ class EngineScheduler(ResourceDemandScheduler):
         t0 = time.perf_counter()
         decoded = decode(request, self._specs)
         t1 = time.perf_counter()
-        if self.mode == "efficient":
+        if self.engine_mode == "efficient":
             tracking = False
             plan = schedule(decoded.problem, mode="efficient", options=self._options)
         else:
