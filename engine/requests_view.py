@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import IDX
+from .kernels.records import Reqs
 from .problem import Problem
 
 
@@ -35,9 +36,9 @@ class Requests:
         self.gpu_key = t.present[:, g].copy() if g >= 0 else np.zeros(Q, bool)
         self.has_sel = t.sel_hi > t.sel_lo
         t0 = self.p.req
-        self.kernel = (t.qty, self.cols, self.ncols, self.gpu_key, t.anti, t.sel_lo, t.sel_hi,
-                       t0.sel_con_ptr, t0.con_key, t0.con_op, t0.con_val_ptr, t0.con_vals,
-                       self.has_sel)
+        self.kernel = Reqs(t.qty, self.cols, self.ncols, self.gpu_key, t.anti, t.sel_lo,
+                           t.sel_hi, t0.sel_con_ptr, t0.con_key, t0.con_op, t0.con_val_ptr,
+                           t0.con_vals, self.has_sel)
 
     def row_key(self, q: int):
         """What makes two rows the same request, to the sort and to packing: the

@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
-from ._jit import njit, njit_leaf
+from ._jit import njit, njit_inner, njit_leaf
 
 
-@njit_leaf
+@njit_inner(hot=True)
 def _util_terms(total, order, free, present):
     """(min, mean) of total * u**3 over the node's resources in dict order.
 
@@ -46,7 +46,7 @@ def _util_terms(total, order, free, present):
     return lo, s / n
 
 
-@njit_leaf
+@njit_leaf(hot=True)
 def _score(total, order, free, present, placed_res, placed_gpu, gpu_col, conserve_gpu):
     """(gpu_ok, matching resource types, min util term, mean util term) of one node.
 
@@ -72,7 +72,7 @@ def _victim_util(total, order, free, present, slots):
     """(len(slots),) mean of (total - free) / total over resources with total > 0,
     dict order, of each slot; a resource missing from the availability map
     counts as fully used."""
-    out = np.zeros(slots.shape[0])
+    out = np.zeros(slots.shape[0], dtype=np.float64)
     for i in range(slots.shape[0]):
         m = slots[i]
         n = 0
