@@ -322,7 +322,9 @@ class Context:
     # ---- transactions (a gang or a constraint is all or nothing) ------------------------
     def begin(self) -> None:
         """Start recording: rows are saved the first time a slot is touched."""
-        self._tx = (self.M, self.nodes.copy(), {})
+        # (M, nodes, {slot: {name: row}} saved one by one, [(slots, {name: rows})] saved
+        # in bulk in order, per source the slots whose packing rows a bulk save holds)
+        self._tx = (self.M, self.nodes.copy(), {}, [], [None, None])
 
     def touch(self, m: int, source: int = -1) -> None:
         """Call before changing slot m's rows inside a transaction. ``source``:
@@ -336,6 +338,9 @@ class Context:
             # A packing commit of one source changes only that source's rows and
             # the labels; anything else may change any mutable row.
             names = _MUTABLE if source < 0 else _NARROW[source]
+            for s, held in enumerate(tx[4]):
+                if held is not None and held[m]:      # a bulk save holds these, earlier
+                    names = [k for k in names if k not in _NARROW[s]]
             for k in names:
                 if k not in saved:      # rows not saved yet are still as they began
                     saved[k] = getattr(self, k)[m].copy()
@@ -343,8 +348,30 @@ class Context:
         self.lcls[m] = self.clcls[m] = -2        # its cache key must be looked up again
         self.ghash[m] = np.nan
 
+    def save_packing(self, slots: np.ndarray, source: int) -> None:
+        """Inside a transaction, before a packing kernel of ``source`` may change
+        these slots: save the rows it can change, in one copy per array (the
+        kernel marks what it changes itself, see touch)."""
+        tx = self._tx
+        if tx is None:
+            return
+        slots = slots[slots < tx[0]]
+        held = tx[4][source]
+        if held is None:
+            held = tx[4][source] = np.zeros(tx[0], bool)
+        slots = slots[~held[slots]]
+        if not slots.size:
+            return
+        # A row saved one by one before this one is older: it stays (rollback
+        # applies the bulk saves first, then the one-by-one saves).
+        tx[3].append((slots, {k: getattr(self, k)[slots] for k in _NARROW[source]}))
+        held[slots] = True
+
     def rollback(self) -> None:
-        M, nodes, saved = self._tx
+        M, nodes, saved, bulk, _ = self._tx
+        for slots, rows in bulk:              # (a slot is in one bulk save per source)
+            for k, v in rows.items():
+                getattr(self, k)[slots] = v
         for m, rows in saved.items():
             for k, v in rows.items():
                 getattr(self, k)[m] = v

@@ -15,10 +15,10 @@ from .problem import order_mask
 from .kernels.fit import _fits_any, _minimal_rows
 from .kernels.labels import _labels_held
 from .kernels.loop import _run_loop
-from .kernels.pack import _commit
-from .kernels.pick import _invalidate, _pick_core, _pick_scratch
+from .kernels.pick import _pick_scratch
 from .kernels.records import Classes, LoopMode, cands as new_cands
 from .kernels.rows import row_ids
+from .kernels.steps import commit_once, invalidate_once, pick_once
 from .requests_view import Requests
 
 
@@ -169,13 +169,13 @@ class Picker:
 
     def pick(self, runs: np.ndarray, left: np.ndarray) -> int:
         ps = self.pk.ctx.pack_state(self.pk.source, self.pk.rq)
-        return _pick_core(self.cs, self.n, self.classes(), ps, runs, left, self.scratch())
+        return pick_once(self.cs, self.n, self.classes(), ps, runs, left, self.scratch())
 
     def take(self, i: int, old_left: np.ndarray, new_left: np.ndarray) -> None:
         """Candidate i won: drop it and mark stale what its pick changed."""
         self.cs.alive[i] = False
         changed = np.flatnonzero(old_left != new_left)
-        _invalidate(self.cs, self.n, changed, len(changed), old_left, new_left)
+        invalidate_once(self.cs, self.n, changed, len(changed), old_left, new_left)
 
     def remaining(self) -> np.ndarray:
         return self.cs.slot[: self.n][self.cs.alive[: self.n]]
@@ -242,9 +242,16 @@ class Packer:
         global max_num_nodes). Runs of identical picks are taken at once (see
         ``_batch``): the same decisions, one trial walk for the lot.
         """
-        c, p = self.ctx, self.ctx.p
-        if self.kernel and on_win is None and c._tx is None:
-            return self._loop_kernel(picker, runs, left, avail, room)
+        c = self.ctx
+        if self.kernel:
+            # Inside a transaction the kernel's changes are saved up front, in bulk;
+            # a win's callback only touches rows no pick reads, so it runs after.
+            c.save_packing(picker.cs.slot[: picker.n], self.source)
+            winners, left = self._loop_kernel(picker, runs, left, avail, room)
+            if on_win is not None:
+                for s in winners:
+                    on_win(s)
+            return winners, left
         winners = []
         while left.any() and picker.cs.alive[: picker.n].any():
             if room is not None and len(winners) >= room:
@@ -265,8 +272,8 @@ class Packer:
             if avail is not None:
                 m = self._clone(m, 1)[0]           # the pristine template stays pristine
             c.touch(m, self.source)
-            _commit(m, c.pack_state(self.source, self.rq), runs, left,
-                    np.zeros(len(runs), np.int64))
+            commit_once(m, c.pack_state(self.source, self.rq), runs, left,
+                        np.zeros(len(runs), np.int64))
             slots = [m]
             if r > 1:
                 slots += (self._clone(m, r - 1) if avail is not None

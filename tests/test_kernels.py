@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from engine.build import _exact_columns
-from engine.kernels.fit import _fit_count, _take
-from engine.kernels.pick import _invalidate, _pick_core, _pick_scratch
+from engine.kernels.pick import _pick_scratch
 from engine.kernels.records import (Classes, Marks, PackState, Reqs, Rules, Slots, Source,
                                     cands as new_cands)
-from engine.kernels.score import _score, _victim_util
+from engine.kernels.score import _victim_util
+from engine.kernels.steps import (fit_count_once, invalidate_once, pick_once, score_once,
+                                  take_once)
 
 from . import twins
 
@@ -45,11 +46,11 @@ def test_fit_and_take_match_twin(grid):
         exact = _exact_columns(R, free[None], qty[None])
         limit = int(rng.integers(0, 40))
         cols, nc = _cols(qty)
-        k = _fit_count(free, exact, qty, cols, nc, limit)
+        k = fit_count_once(free, exact, qty, cols, nc, limit)
         kr, fr, pr = twins.fit_count_ref(free, present, implicit, qty, limit)
         assert k == kr
         f2, p2 = free.copy(), present.copy()
-        _take(f2, p2, exact, qty, cols, nc, k)
+        take_once(f2, p2, exact, qty, cols, nc, k)
         assert f2.tolist() == fr and p2.tolist() == pr     # bit-for-bit
 
 
@@ -57,20 +58,20 @@ def test_fit_edge_cases():
     implicit = np.array([False, False, True])
     exact = np.ones(3, bool)
     q = np.array([4.0, 0.0, 0.0]); c, n = _cols(q)
-    assert _fit_count(np.zeros(3), exact, q, c, n, 5) == 0  # zero capacity
+    assert fit_count_once(np.zeros(3), exact, q, c, n, 5) == 0  # zero capacity
     q = np.array([1e6, 0.0, 0.0]); c, n = _cols(q)
-    assert _fit_count(np.full(3, 64.0), exact, q, c, n, 5) == 0  # huge
+    assert fit_count_once(np.full(3, 64.0), exact, q, c, n, 5) == 0  # huge
     q = np.array([0.0, 0.0, 0.5]); c, n = _cols(q)
     free = np.array([1.0, 1.0, 1.0])            # an absent implicit column holds 1.0
     assert twins.fit_count_ref(free, np.array([True, True, False]), implicit, q, 9)[0] == 2
-    assert _fit_count(free, exact, q, c, n, 9) == 2
+    assert fit_count_once(free, exact, q, c, n, 9) == 2
     q = np.array([0.1, 0.0, 0.0]); c, n = _cols(q)        # replayed subtraction, not 1.0 // 0.1
     want = twins.fit_count_ref(np.ones(3), np.ones(3, bool), implicit, q, 20)[0]
-    assert _fit_count(np.ones(3), np.zeros(3, bool), q, c, n, 20) == want
+    assert fit_count_once(np.ones(3), np.zeros(3, bool), q, c, n, 20) == want
     q = np.array([0.1, 0.0, 0.0]); c, n = _cols(q)        # 1.5 // 0.1 == 15 but Ray fits 14
     free = np.array([1.5, 0.0, 0.0])
     assert twins.fit_count_ref(free, np.ones(3, bool), implicit, q, 99)[0] == 14
-    assert _fit_count(free, np.zeros(3, bool), q, c, n, 99) == 14
+    assert fit_count_once(free, np.zeros(3, bool), q, c, n, 99) == 14
 
 
 def _rand_node(rng, grid):
@@ -91,7 +92,7 @@ def test_score_matches_twin(grid):
         res = rng.random(R) < 0.4
         pg = bool(rng.random() < 0.5)
         for conserve in (True, False):
-            got = _score(total, order, free, present, res, pg, 0, conserve)
+            got = score_once(total, order, free, present, res, pg, 0, conserve)
             want = twins.score_ref(total, order, free, present, res, pg, 0, conserve)
             assert tuple(got) == want
 
@@ -206,7 +207,7 @@ def test_best_node_matches_twin(grid):
             Marks(*(z(M, np.int32) for _ in range(4)), z(M)), rq, Rules(implicit, exact, 0, True))
         cl = Classes(cls, 3, 3)
         scr = _pick_scratch(3, R, S, H)
-        got2 = _pick_core(cs, C, cl, ps, runs, left, scr)
+        got2 = pick_once(cs, C, cl, ps, runs, left, scr)
         assert got2 == want, case
         if want < 0:
             continue
@@ -214,8 +215,8 @@ def test_best_node_matches_twin(grid):
         new_left = left - cs.taken[got2]
         cs.alive[got2] = False
         changed = np.flatnonzero(new_left != left)
-        _invalidate(cs, C, changed, len(changed), left, new_left)
-        got3 = _pick_core(cs, C, cl, ps, runs, new_left, scr)
+        invalidate_once(cs, C, changed, len(changed), left, new_left)
+        got3 = pick_once(cs, C, cl, ps, runs, new_left, scr)
         alive = cs.alive[:C]
         want3, taken3 = twins.best_node_ref(
             cands[alive], cls, total, order, free, present, placed_res, placed_gpu, label,

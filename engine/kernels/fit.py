@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ._jit import njit, njit_inner, njit_leaf
+from ._jit import njit, njit_inner
 
 
 @njit_inner(hot=True)
@@ -33,7 +33,7 @@ def _col_count(a, v, exact, limit):
     return k
 
 
-@njit_leaf(hot=True)
+@njit_inner(hot=True)
 def _fit_count(free, exact, qty, cols, ncols, limit):
     """Units of one run that fit on one node.
 
@@ -52,7 +52,7 @@ def _fit_count(free, exact, qty, cols, ncols, limit):
     return k
 
 
-@njit_leaf(hot=True)
+@njit_inner(hot=True)
 def _take(free, present, exact, qty, cols, ncols, k):
     """Subtract k units of one run from a node's free row, in place."""
     if k <= 0:

@@ -1,8 +1,8 @@
 """One packing loop of ``_try_schedule`` in one call: pick, commit, repeat
 (engine/packer.py ``Packer._loop``, its slow readable twin; the tests compare
-the two). Used outside transactions and without a per-win callback: the plain
-request phase and the request_resources() constraint's Python path keep the
-twin.
+the two). Every packing loop of the packer runs here: inside a transaction the
+packer saves the candidates' rows first (Context.save_packing), and a per-win
+callback (in-place resizes) runs on the winners afterwards.
 
 Runs of identical picks are taken at once as the twin does (``_batch``): a
 winner's strict twins (running nodes equal in everything a walk reads) or fresh

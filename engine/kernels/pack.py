@@ -3,7 +3,7 @@ lexicographic key comparison of the pick (§4.6), and the commit of a winner.
 The pick itself is kernels/pick.py; the records are kernels/records.py.
 """
 
-from ._jit import njit_inner, njit_leaf
+from ._jit import njit_inner
 from .fit import _fit_count, _take
 from .labels import _first_selector
 
@@ -74,7 +74,7 @@ def _better(cs, i, j, slots):
     return slots.avail[a] > slots.avail[b]
 
 
-@njit_leaf
+@njit_inner
 def _commit(m, ps, runs, left, taken):
     """Walk the winner's real rows (slot m) in place; same result as its trial.
     ps: records.PackState. Returns the units placed; taken (K,) out."""

@@ -12,7 +12,7 @@ was capped by its own room, not by the demand).
 """
 import numpy as np
 
-from ._jit import njit, njit_leaf
+from ._jit import njit, njit_inner
 from .labels import _label_score
 from .pack import _better, _walk
 from .records import PickScratch
@@ -28,7 +28,7 @@ def _pick_scratch(ncls, R, K, H):
                        np.empty(max(H, 1), dtype=np.int32), np.empty(max(K, 1), dtype=np.int32))
 
 
-@njit_leaf
+@njit_inner
 def _pick_core(cs, n, cl, ps, runs, left, scr):
     """The position (< n) of the best candidate of cs (records.Cands), or -1,
     walking only the ones whose cached walk is stale. cl: records.Classes -
@@ -89,7 +89,7 @@ def _pick_core(cs, n, cl, ps, runs, left, scr):
     return best
 
 
-@njit_leaf
+@njit_inner
 def _invalidate(cs, n, changed, nchanged, old_left, new_left):
     """Mark stale the cached walks of cs[:n] that the lower counts of the runs
     changed[:nchanged] alter (old_left -> new_left)."""

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ._jit import njit, njit_inner, njit_leaf
+from ._jit import njit, njit_inner
 
 
 @njit_inner(hot=True)
@@ -46,7 +46,7 @@ def _util_terms(total, order, free, present):
     return lo, s / n
 
 
-@njit_leaf(hot=True)
+@njit_inner(hot=True)
 def _score(total, order, free, present, placed_res, placed_gpu, gpu_col, conserve_gpu):
     """(gpu_ok, matching resource types, min util term, mean util term) of one node.
 
