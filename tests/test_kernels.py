@@ -269,3 +269,14 @@ def test_minimal_rows_keep_the_prefilter_answer():
         assert len({tuple(qty[q]) for q in mins}) == len(mins)
         rq = Reqs(qty, cols, ncols, *(np.zeros(0, np.int32),) * 10)
         assert (_fits_any(free, nodes, mins, rq) == _fits_any(free, nodes, rows, rq)).all()
+
+
+def test_sort_by_matches_stable_argsort():
+    from engine.kernels.steps import sort_once
+    rng = np.random.default_rng(12)
+    for n in [0, 1, 2, 3, 7, 8, 9, 100, 1000]:
+        key = rng.integers(-5, 20, 40 + n).astype(np.int64)       # many equal keys
+        idx = rng.permutation(40 + n)[:n].astype(np.int64)
+        want = idx[np.argsort(key[idx], kind="stable")]
+        sort_once(idx, key, np.empty(n, np.int64))
+        assert idx.tolist() == want.tolist(), n

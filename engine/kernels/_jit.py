@@ -41,5 +41,4 @@ def njit_inner(fn=None, *, hot=False):
     opts = {k: v for k, v in OPTS.items() if k != "cache"}
     d = _Inner(fn, targetoptions={**opts, "nopython": True, "_nrt": False,
                                   "no_cpython_wrapper": True, "forceinline": hot})
-    d.enable_caching()
-    return d
+    return d              # not cached on its own: its callers' cache holds its code

@@ -107,7 +107,7 @@ def _minimal_rows(qty, rows):
     never fits where needing less does not. Cuts the pre-filter's work when many
     shapes are live."""
     n = rows.shape[0]
-    keep = np.ones(n, dtype=np.bool_)
+    keep = np.full(n, True, dtype=np.bool_)
     for a in range(n):
         for b in range(n):
             if b == a or not keep[b]:

@@ -29,6 +29,7 @@ from .nodeclass import _class_of, _class_table, _room_for
 from .pick import _pick_core, _pick_scratch
 from .records import Cands, Classes, LoopMode, Source
 from .slots import _mark, _win
+from .sort import _sort_by
 from .walkcache import _keep, _prefill, _walk_cache, _walk_class
 
 _RUNNING = 5      # Status.RAY_RUNNING
@@ -230,7 +231,7 @@ def _pack_gangs(nodes, M, gr, launch, ps):
     avail = np.zeros(T, dtype=np.int64)
     # (no classes among templates, template mode and batching on): read from
     # arrays so the template loop compiles for the Python caller's types, not literals.
-    one, yes = np.ones(1, dtype=np.int64), np.ones(1, dtype=np.bool_)
+    one, yes = np.full(1, 1, dtype=np.int64), np.full(1, True, dtype=np.bool_)
     solo = Classes(np.full(Mcap, -1, dtype=np.int32), one[0] - 1, one[0] - 1)  # no classes
     among = Classes(cls, one[0], one[0])
     wc = _walk_cache(Mcap)
@@ -384,4 +385,5 @@ def _pack_gangs(nodes, M, gr, launch, ps):
         for j in range(Mg, M):
             have[typ[j]] += 1
     out = lst[:nn]
-    return bad, out[np.argsort(key[out])].astype(nodes.dtype), M, from_tmpl[: M - M0].copy()
+    _sort_by(out, key, pend[:nn])
+    return bad, out.astype(nodes.dtype), M, from_tmpl[: M - M0].copy()

@@ -84,6 +84,15 @@ def _batch(i, cs, n, slots, left, limit):
     return r
 
 
+@njit_inner(hot=True)
+def _any_alive(cs, n):
+    """Whether any of cs[:n] is still a candidate."""
+    for i in range(n):
+        if cs.alive[i]:
+            return True
+    return False
+
+
 @njit
 def _grow_events(ev_ptr, ev_tau, E):
     """The event arrays, doubled when event E + 1 has no room."""
@@ -143,7 +152,7 @@ def _run_loop(cs, n, cl, ps, runs, left, mode, M, won, scr):
     tw = np.empty(max(n, 1), dtype=np.int64)
     from_tmpl = np.empty(won.shape[0], dtype=np.int64)
     cap = cs.slot.shape[0]
-    while left.sum() > 0 and cs.alive[:n].any():
+    while left.sum() > 0 and _any_alive(cs, n):
         if room >= 0 and nw >= room:
             break
         i = _pick_core(cs, n, cl, ps, runs, left, scr)

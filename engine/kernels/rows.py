@@ -2,6 +2,7 @@
 import numpy as np
 
 from ._jit import njit
+from .sort import _sort_by
 
 
 @njit
@@ -15,7 +16,8 @@ def _row_ids(bits):
         for j in range(w):
             x = (x ^ bits[i, j]) * np.uint64(1099511628211)
         h[i] = np.int64(x)          # the same bits: only equality matters
-    order = np.argsort(h)
+    order = np.arange(n)
+    _sort_by(order, h, np.empty(n, dtype=np.int64))
     ids = np.full(n, -1, dtype=np.int32)
     nxt = 0
     i = 0

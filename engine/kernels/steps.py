@@ -11,6 +11,7 @@ from .fit import _fit_count, _take
 from .pack import _commit
 from .pick import _invalidate, _pick_core
 from .score import _score
+from .sort import _sort_by
 
 
 @njit_leaf
@@ -47,3 +48,9 @@ def take_once(free, present, exact, qty, cols, ncols, k):
 def score_once(total, order, free, present, placed_res, placed_gpu, gpu_col, conserve_gpu):
     """score._score"""
     return _score(total, order, free, present, placed_res, placed_gpu, gpu_col, conserve_gpu)
+
+
+@njit_leaf
+def sort_once(idx, key, tmp):
+    """sort._sort_by"""
+    _sort_by(idx, key, tmp)
