@@ -7,6 +7,9 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from . import cli_warmup
+from .cli_warmup import warm_with_spinner
+
 
 def _demo(args) -> int:
     from .demo import demo_tick, run_demo
@@ -15,6 +18,7 @@ def _demo(args) -> int:
     tick = demo_tick(seed=args.seed, n_running=args.nodes, n_pending=args.pending,
                      trace=args.trace)
     console.print(f"[bold]One tick[/bold] - {tick.description}")
+    warm = warm_with_spinner(console)
     res = run_demo(tick, repeat=args.repeat, with_ray=not args.no_ray)
     rows = res["rows"]
     table = Table(title="Decisions side by side (median time per tick)")
@@ -34,7 +38,8 @@ def _demo(args) -> int:
     for k in kinds:
         by_type.add_row(k, *(str(r["launch"].get(k, 0)) for r in rows.values()))
     console.print(by_type)
-    console.print(f"engine kernel warm-up (JIT compile or cache load): {res['compile_s']:.2f} s")
+    console.print(f"engine kernel warm-up ({'JIT compile' if warm['compiled'] else 'cache load'})"
+                  f": {warm['seconds']:.2f} s")
     if "same_as_ray" in res:
         verdict = "[green]identical[/green]" if res["same_as_ray"] else "[red]DIFFERENT[/red]"
         console.print(f"engine vs Ray 2.60 decisions: {verdict}; "
@@ -51,7 +56,6 @@ def _replay(args) -> int:
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn)
 
-    from engine import warmup
     from engine.problem import ProblemError
     from engine.traces import TraceError
 
@@ -103,7 +107,7 @@ def _replay(args) -> int:
     console.print(f"scaling: {trace.scaling}")
     for w in trace.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
-    compile_s = warmup()
+    compile_s = warm_with_spinner(console)["seconds"]
     results = []
     with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("ticks"), TimeElapsedColumn(), console=console) as progress:
@@ -258,6 +262,7 @@ def main(argv=None) -> int:
     r.add_argument("--launch-failure-rate", type=float, default=0.0,
                    help="probability a launch call fails in the simulated cloud (0)")
     r.set_defaults(fn=_replay)
+    cli_warmup.add_parser(sub)
     args = ap.parse_args(argv)
     return args.fn(args)
 
