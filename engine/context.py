@@ -18,6 +18,7 @@ from .dtypes import CNT, IDX, PRIVATE_PREFIX, QTY, Cause, Kind, Sched, Status
 from .ippr import FIELDS as _IPPR
 from .kernels.records import Marks, PackState, Rules, Slots, Source
 from .problem import Problem, order_mask
+from .transaction import Transactions, _Transaction
 
 DEMAND, CONSTRAINT = 0, 1
 _PREFIX = ("", "c")              # the constraint source's rows are named c<name>
@@ -32,7 +33,6 @@ _FIXED = frozenset(("type", "status", "kind", "idle", "has_ray", "prio", "rec", 
                     "sched", "cause", "cause_value", "ippr_attached", "ippr_failed",
                     "ippr_raylet", "ippr_cur", "ippr_max"))
 _MUTABLE = tuple(k for k in ROWS if k not in _FIXED)
-_NARROW = tuple(tuple(pre + k for k in _SRC) + ("label",) for pre in _PREFIX)
 _FILL = {"order": -1, "label": -1, "hist": -1, "chist": -1, "status": Status.NONE,
          "rcls": -2, "crcls": -2, "lcls": -2, "clcls": -2, "ghash": np.nan,
          "kind": Kind.WORKER, "rec": 1.0, "avail": 1.0}
@@ -56,7 +56,7 @@ def _rows(a: np.ndarray, cap: int) -> np.ndarray:
     return out
 
 
-class Context:
+class Context(Transactions):
     """Slots as rows of arrays (slot m is row m of each), the node list, and the
     caches and transaction of one tick. Arrays have a capacity of rows
     (``_grow``); rows < M are slots in use."""
@@ -116,7 +116,7 @@ class Context:
     loose_ids: list             # per source: loose key bytes -> class id
     pristine: dict              # configured type -> its template slot
     rules: Rules
-    _tx: object                 # (M, nodes, {slot: {name: row}}) while a transaction is open
+    _tx: _Transaction | None    # while a transaction is open
     _views: dict                # records over the arrays, remade when they grow
 
     __slots__ = ("p", "M", "nodes") + ROWS + ("private", "n_strict", "loose_ids",
@@ -318,67 +318,6 @@ class Context:
         self.lcls[new] = self.clcls[new] = -2
         self.ghash[new] = np.nan
         self.M = int(M1)
-
-    # ---- transactions (a gang or a constraint is all or nothing) ------------------------
-    def begin(self) -> None:
-        """Start recording: rows are saved the first time a slot is touched."""
-        # (M, nodes, {slot: {name: row}} saved one by one, [(slots, {name: rows})] saved
-        # in bulk in order, per source the slots whose packing rows a bulk save holds)
-        self._tx = (self.M, self.nodes.copy(), {}, [], [None, None])
-
-    def touch(self, m: int, source: int = -1) -> None:
-        """Call before changing slot m's rows inside a transaction. ``source``:
-        only that source's availability and placement rows and the labels will
-        change (a packing commit), so only those are saved; -1: any row may."""
-        tx = self._tx
-        if tx is not None and m < tx[0]:
-            saved = tx[2].get(m)
-            if saved is None:
-                saved = tx[2][m] = {}
-            # A packing commit of one source changes only that source's rows and
-            # the labels; anything else may change any mutable row.
-            names = _MUTABLE if source < 0 else _NARROW[source]
-            for s, held in enumerate(tx[4]):
-                if held is not None and held[m]:      # a bulk save holds these, earlier
-                    names = [k for k in names if k not in _NARROW[s]]
-            for k in names:
-                if k not in saved:      # rows not saved yet are still as they began
-                    saved[k] = getattr(self, k)[m].copy()
-        self.rcls[m] = self.crcls[m] = -1        # changed: no longer anyone's twin
-        self.lcls[m] = self.clcls[m] = -2        # its cache key must be looked up again
-        self.ghash[m] = np.nan
-
-    def save_packing(self, slots: np.ndarray, source: int) -> None:
-        """Inside a transaction, before a packing kernel of ``source`` may change
-        these slots: save the rows it can change, in one copy per array (the
-        kernel marks what it changes itself, see touch)."""
-        tx = self._tx
-        if tx is None:
-            return
-        slots = slots[slots < tx[0]]
-        held = tx[4][source]
-        if held is None:
-            held = tx[4][source] = np.zeros(tx[0], bool)
-        slots = slots[~held[slots]]
-        if not slots.size:
-            return
-        # A row saved one by one before this one is older: it stays (rollback
-        # applies the bulk saves first, then the one-by-one saves).
-        tx[3].append((slots, {k: getattr(self, k)[slots] for k in _NARROW[source]}))
-        held[slots] = True
-
-    def rollback(self) -> None:
-        M, nodes, saved, bulk, _ = self._tx
-        for slots, rows in bulk:              # (a slot is in one bulk save per source)
-            for k, v in rows.items():
-                getattr(self, k)[slots] = v
-        for m, rows in saved.items():
-            for k, v in rows.items():
-                getattr(self, k)[m] = v
-        self.M, self.nodes, self._tx = M, nodes, None
-
-    def commit(self) -> None:
-        self._tx = None
 
     def save_rows(self, slots: np.ndarray) -> dict:
         saved = {k: getattr(self, k)[slots].copy() for k in ROWS}

@@ -74,7 +74,7 @@ def _better(cs, i, j, slots):
     return slots.avail[a] > slots.avail[b]
 
 
-@njit_inner
+@njit_inner(hot=True)
 def _commit(m, ps, runs, left, taken):
     """Walk the winner's real rows (slot m) in place; same result as its trial.
     ps: records.PackState. Returns the units placed; taken (K,) out."""

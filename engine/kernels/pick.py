@@ -89,7 +89,7 @@ def _pick_core(cs, n, cl, ps, runs, left, scr):
     return best
 
 
-@njit_inner
+@njit_inner(hot=True)
 def _invalidate(cs, n, changed, nchanged, old_left, new_left):
     """Mark stale the cached walks of cs[:n] that the lower counts of the runs
     changed[:nchanged] alter (old_left -> new_left)."""
