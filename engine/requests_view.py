@@ -107,9 +107,7 @@ class Requests:
         cols = list(acc)
         qty[cols] = list(acc.values())
         present[cols] = True
-        s = 0
-        for v in acc.values():
-            s += v
+        s = sum(acc.values())         # Ray's sort key: Python's sum() of the merged bundle
         first = members[0]
         return t.append(qty, present, s, t.aff[first], t.sel_lo[first], t.sel_hi[first],
                         t.sel_key[first])

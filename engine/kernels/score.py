@@ -2,14 +2,41 @@
 victim-order utilisation (§3.5).
 
 The float arithmetic is CPython's, term by term: ``u = (total - free) / total``,
-``term = total * u ** 3`` (``pow``), min of the terms, and their plain
-left-to-right sum over the node's resources in dict order divided by the count.
+``term = total * u ** 3`` (``pow``), min of the terms, and their ``sum()`` over
+the node's resources in dict order divided by the count. ``sum()`` of floats is
+the interpreter's: a plain left-to-right sum up to Python 3.11, Neumaier's
+compensated sum from 3.12 on (CPython's builtin_sum); Ray runs in the same
+interpreter as the engine, so the kernels follow the one they run in (numba
+caches a kernel per Python version).
 """
 import math
+import sys
 
 import numpy as np
 
 from ._jit import njit, njit_inner
+
+COMPENSATED_SUM = sys.version_info >= (3, 12)
+
+
+@njit_inner(hot=True)
+def _sum_step(s, c, x):
+    """Python's sum() of floats, one item after the first: (new sum, new
+    compensation). Finish with ``_sum_end``."""
+    t = s + x
+    if COMPENSATED_SUM:
+        if abs(s) >= abs(x):
+            c += (s - t) + x
+        else:
+            c += (x - t) + s
+    return t, c
+
+
+@njit_inner(hot=True)
+def _sum_end(s, c):
+    if COMPENSATED_SUM and c != 0.0 and math.isfinite(c):
+        return s + c
+    return s
 
 
 @njit_inner(hot=True)
@@ -20,7 +47,7 @@ def _util_terms(total, order, free, present):
     present (R,) whether the column is in the availability map.
     """
     n = 0
-    s = 0.0
+    s, c = 0.0, 0.0
     lo = 0.0
     for j in range(order.shape[0]):
         r = order[j]
@@ -39,11 +66,11 @@ def _util_terms(total, order, free, present):
         else:
             if term < lo:
                 lo = term
-            s = s + term
+            s, c = _sum_step(s, c, term)
         n += 1
     if n == 0:
         return 0.0, 0.0
-    return lo, s / n
+    return lo, _sum_end(s, c) / n
 
 
 @njit_inner(hot=True)
@@ -76,7 +103,7 @@ def _victim_util(total, order, free, present, slots):
     for i in range(slots.shape[0]):
         m = slots[i]
         n = 0
-        s = 0.0
+        s, c = 0.0, 0.0
         for j in range(order.shape[1]):
             r = order[m, j]
             if r < 0:
@@ -86,7 +113,10 @@ def _victim_util(total, order, free, present, slots):
                 continue
             a = free[m, r] if present[m, r] else 0.0
             u = (v - a) / v
-            s = u if n == 0 else s + u
+            if n == 0:
+                s = u
+            else:
+                s, c = _sum_step(s, c, u)
             n += 1
-        out[i] = s / n if n else 0.0
+        out[i] = _sum_end(s, c) / n if n else 0.0
     return out
