@@ -280,3 +280,11 @@ def test_sort_by_matches_stable_argsort():
         want = idx[np.argsort(key[idx], kind="stable")]
         sort_once(idx, key, np.empty(n, np.int64))
         assert idx.tolist() == want.tolist(), n
+
+
+def test_inner_helpers_refuse_python_calls():
+    """Helpers compiled without a Python entry point (_jit.njit_inner) raise
+    instead of jumping to a missing one."""
+    from engine.kernels.pick import _pick_core
+    with pytest.raises(TypeError, match="runs inside kernels only"):
+        _pick_core(None, 0, None, None, None, None, None)
