@@ -168,7 +168,8 @@ class Context(Transactions):
                                                  self.cfree[:N][:, p.implicit], 1.0)
         self.cpresent[:N] = tot_present
         ip = p.node_ippr                         # IPPR state per slot (engine.ippr)
-        self.ippr_attached, self.ippr_resizing = _rows(ip["attached"], cap), _rows(ip["resizing"], cap)
+        self.ippr_attached = _rows(ip["attached"], cap)
+        self.ippr_resizing = _rows(ip["resizing"], cap)
         self.ippr_k8s, self.ippr_failed = _rows(ip["k8s"], cap), _rows(ip["failed"], cap)
         self.ippr_raylet, self.ippr_cur = _rows(ip["raylet"], cap), _rows(ip["cur"], cap)
         self.ippr_desired, self.ippr_max = _rows(ip["desired"], cap), _rows(ip["max"], cap)
