@@ -26,11 +26,13 @@ class EngineScheduler(ResourceDemandScheduler):
     ``new_id``, ``now_ns`` and ``monotonic`` make replies reproducible when
     injected. Bad input raises ``engine.ProblemError`` naming the field; the
     scheduler's own state (pending-idle timestamps) is then left as it was.
+    ``warm=False``: do not compile (or load) the codec's scan in the constructor
+    (whoever passes it warms up on its own, adapters/ray/warming.py).
     """
 
     def __init__(self, event_logger=None, *, new_id: Optional[Callable[[], str]] = None,
                  now_ns: Optional[Callable[[], int]] = None,
-                 monotonic: Optional[Callable[[], float]] = None):
+                 monotonic: Optional[Callable[[], float]] = None, warm: bool = True):
         super().__init__(event_logger)
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         # Ray's scheduler calls time.time_ns / time.monotonic through its module's
@@ -46,7 +48,8 @@ class EngineScheduler(ResourceDemandScheduler):
         # The last tick's array widths: its columns are only what it names, so
         # these follow the cluster, not its history (placement groups churn).
         self.last_shape: dict = {}
-        wire.warmup()                  # the codec's numba scan, compiled or loaded once
+        if warm:
+            wire.warmup()              # the codec's numba scan, compiled or loaded once
 
     def schedule(self, request: SchedulingRequest) -> SchedulingReply:
         # The cyclic garbage collector is paused for the tick: decoding allocates

@@ -13,6 +13,8 @@ import json
 import time
 from dataclasses import asdict
 
+from ..cli_warmup import warm_with_spinner
+
 CLI_EXTRA = "pip install 'vecsched[cli]'"
 
 METRICS_HELP = """\
@@ -66,6 +68,7 @@ def run_demo(args) -> int:
     tick = demo_tick(seed=args.seed, n_running=args.nodes, n_pending=args.pending,
                      trace=args.trace)
     console.print(f"[bold]One tick[/bold] - {tick.description}")
+    warm = warm_with_spinner(console)
     with_ray = not args.no_ray
     if with_ray and not _have_ray():
         console.print("[yellow]ray is not installed: deciding without Ray's scheduler "
@@ -90,7 +93,8 @@ def run_demo(args) -> int:
     for k in kinds:
         by_type.add_row(k, *(str(r["launch"].get(k, 0)) for r in rows.values()))
     console.print(by_type)
-    console.print(f"engine kernel warm-up (JIT compile or cache load): {res['compile_s']:.2f} s")
+    console.print(f"engine kernel warm-up ({'JIT compile' if warm['compiled'] else 'cache load'})"
+                  f": {warm['seconds']:.2f} s")
     if "same_as_ray" in res:
         verdict = "[green]identical[/green]" if res["same_as_ray"] else "[red]DIFFERENT[/red]"
         console.print(f"engine vs Ray 2.60 decisions: {verdict}; "
@@ -178,7 +182,6 @@ def summary(trace, config, results, *, compile_s: float, wall_s: float,
 
 
 def run_replay(args) -> int:
-    from engine import warmup
     from engine.problem import ProblemError
 
     from ..traces import TraceError
@@ -239,7 +242,7 @@ def run_replay(args) -> int:
         console.print(trace.caps)
     for w in trace.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
-    compile_s = warmup()
+    compile_s = warm_with_spinner(console)["seconds"]
     results = _run_all(console, names, check, trace, config, make, Replay,
                        args.progress_every)
 
