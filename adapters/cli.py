@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import cli_warmup
+
 
 def _demo(args) -> int:
     from .replay.command import run_demo
@@ -35,6 +37,7 @@ def main(argv=None) -> int:
     from .ray.explain import register as _explain
     _kuberay_demo(sub)                 # vecsched kuberay-demo (adapters/kuberay/demo.py)
     _explain(sub)                      # vecsched explain (adapters/ray/explain.py)
+    cli_warmup.add_parser(sub)
     args = ap.parse_args(argv)
     return args.fn(args)
 

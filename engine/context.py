@@ -12,16 +12,27 @@ source 1 the ``request_resources()`` constraint (starts from its totals).
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 
 from .dtypes import CNT, IDX, PRIVATE_PREFIX, QTY, Cause, Kind, Sched, Status
+from .ippr import FIELDS as _IPPR
+from .kernels.records import Marks, PackState, Rules, Slots, Source
 from .problem import Problem, order_mask
+from .transaction import Transactions, _Transaction
 
 DEMAND, CONSTRAINT = 0, 1
-_SRC = ("free", "present", "placed_res", "placed_gpu", "placed_any", "hist", "nhist")
-_PREFIX = ("", "c")
+_PREFIX = ("", "c")              # the constraint source's rows are named c<name>
+_SRC = Source._fields
+# Every per-slot array, in one list: they grow together (_grow) and a new or
+# copied slot writes a row of each.
+ROWS = (Slots._fields + ("idle", "has_ray", "sched", "cause", "cause_value", "template")
+        + _SRC + tuple("c" + k for k in _SRC) + tuple("ippr_" + k for k in _IPPR)
+        + Marks._fields)
+# Rows set outside packing, which a transaction never needs to put back.
+_FIXED = frozenset(("type", "template", "status", "kind", "idle", "has_ray", "prio", "rec",
+                    "avail", "sched", "cause", "cause_value", "ippr_attached", "ippr_failed",
+                    "ippr_raylet", "ippr_cur", "ippr_max"))
+_MUTABLE = tuple(k for k in ROWS if k not in _FIXED)
 _FILL = {"order": -1, "label": -1, "hist": -1, "chist": -1, "status": Status.NONE,
          "rcls": -2, "crcls": -2, "lcls": -2, "clcls": -2, "ghash": np.nan,
          "kind": Kind.WORKER, "rec": 1.0, "avail": 1.0, "template": -1}
@@ -38,14 +49,88 @@ def _reserve(p: Problem) -> int:
     return max(16, p.T + 1 + min(units, room, p.N))
 
 
-class Context:
+def _rows(a: np.ndarray, cap: int) -> np.ndarray:
+    """a (N, ...) as the first rows of cap zeroed rows."""
+    out = np.zeros((cap,) + a.shape[1:], a.dtype)
+    out[: len(a)] = a
+    return out
+
+
+class Context(Transactions):
+    """Slots as rows of arrays (slot m is row m of each), the node list, and the
+    caches and transaction of one tick. Arrays have a capacity of rows
+    (``_grow``); rows < M are slots in use."""
+
+    p: Problem
+    M: int                      # slots in use
+    nodes: np.ndarray           # (n,) i4 Ray's node list, as slot ids
+    # -- what a walk and a score read (kernels/records.py Slots) --------------------
+    total: np.ndarray           # (cap, R) f8
+    order: np.ndarray           # (cap, R) i4 totals' columns in dict order, -1 padded
+    label: np.ndarray           # (cap, L) i4 value per label key (one key per placement group)
+    type: np.ndarray            # (cap,) i4
+    status: np.ndarray          # (cap,) i1 Status
+    kind: np.ndarray            # (cap,) i1 Kind
+    rec: np.ndarray             # (cap,) f8 pick-key tie-breakers from the type (unknown
+    prio: np.ndarray            # (cap,) i8   types get Ray's defaults)
+    avail: np.ndarray           # (cap,) f8
+    # -- termination and idleness -----------------------------------------------------
+    idle: np.ndarray            # (cap,) i8 idle milliseconds
+    has_ray: np.ndarray         # (cap,) b1
+    sched: np.ndarray           # (cap,) i1 Sched
+    cause: np.ndarray           # (cap,) i1 Cause of a termination
+    cause_value: np.ndarray     # (cap,) i8 the cap or idle time the cause names
+    template: np.ndarray        # (cap,) i4 configured type a new slot was made from, -1 none
+    # -- per request source (records.Source): demand, then constraint (c...) ----------
+    free: np.ndarray            # (cap, R) f8
+    present: np.ndarray         # (cap, R) b1
+    placed_res: np.ndarray      # (cap, R) b1
+    placed_gpu: np.ndarray      # (cap,) b1
+    placed_any: np.ndarray      # (cap,) b1
+    hist: np.ndarray            # (cap, H) i4
+    nhist: np.ndarray           # (cap,) i8
+    cfree: np.ndarray
+    cpresent: np.ndarray
+    cplaced_res: np.ndarray
+    cplaced_gpu: np.ndarray
+    cplaced_any: np.ndarray
+    chist: np.ndarray
+    cnhist: np.ndarray
+    # -- KubeRay in-place resize per slot (engine/ippr.py) ----------------------------
+    ippr_attached: np.ndarray   # (cap,) b1
+    ippr_resizing: np.ndarray   # (cap,) b1
+    ippr_k8s: np.ndarray        # (cap,) i1
+    ippr_failed: np.ndarray     # (cap,) b1
+    ippr_raylet: np.ndarray     # (cap,) b1
+    ippr_cur: np.ndarray        # (cap, 2) f8 cpu, memory
+    ippr_desired: np.ndarray    # (cap, 2) f8
+    ippr_max: np.ndarray        # (cap, 2) f8
+    # -- class caches a changed slot leaves (records.Marks) ---------------------------
+    rcls: np.ndarray            # (cap,) i4 strict class of running slots, demand; -2 unknown
+    crcls: np.ndarray           # (cap,) i4 the same, constraint
+    lcls: np.ndarray            # (cap,) i4 NodeStateCache class, demand; -2 (re)compute
+    clcls: np.ndarray           # (cap,) i4 the same, constraint
+    ghash: np.ndarray           # (cap,) f8 the gang kernel's key digest; NaN compute
+    # -- other per-tick state -----------------------------------------------------------
+    private: np.ndarray         # (R,) b1 pseudo columns of one node's private resources
+    n_strict: list              # strict class ids used per source
+    loose_ids: list             # per source: loose key bytes -> class id
+    pristine: dict              # configured type -> its template slot
+    rules: Rules
+    _tx: _Transaction | None    # while a transaction is open
+    _views: dict                # records over the arrays, remade when they grow
+
+    __slots__ = ("p", "M", "nodes") + ROWS + ("private", "n_strict", "loose_ids",
+                                              "pristine", "rules", "_tx", "_views")
+
     def __init__(self, p: Problem):
         self.p = p
-        self._src, self._narrow = [None, None], [None, None]   # views, made on first use
         N, R, L = p.N, p.R, len(p.label_keys)
         H = max(1, int((np.diff(p.req.sel_ptr) > 0).sum()))
         cap = N + _reserve(p)
         self.M = N
+        self._tx = None
+        self._views = {}
         z = np.zeros
         self.total = z((cap, R), QTY); self.total[:N] = p.node_total
         self.order = np.full((cap, R), -1, IDX); self.order[:N] = p.node_order
@@ -57,26 +142,25 @@ class Context:
         self.template = np.full(cap, -1, IDX)     # config a new slot was made from
         self.status = np.full(cap, Status.NONE, np.int8); self.status[:N] = p.node_status
         self.kind = np.full(cap, Kind.WORKER, np.int8); self.kind[:N] = p.node_kind
-        self.idle = z(cap, CNT); self.idle[:N] = p.node_idle_ms
-        self.has_ray = z(cap, bool); self.has_ray[:N] = p.node_has_ray
         # Tie-breakers of the pick key come from the type; unknown types get Ray's defaults.
         t = p.node_type
         self.prio = z(cap, CNT); self.prio[:N] = p.node_priority
         self.rec = np.ones(cap, QTY); self.rec[:N] = p.type_recoverable[t]
         self.avail = np.ones(cap, QTY); self.avail[:N] = p.type_availability[t]
+        self.idle = z(cap, CNT); self.idle[:N] = p.node_idle_ms
+        self.has_ray = z(cap, bool); self.has_ray[:N] = p.node_has_ray
         self.sched = np.full(cap, Sched.SCHEDULABLE, np.int8)
         self.cause = z(cap, np.int8)
         self.cause_value = z(cap, CNT)
         self.sched[:N][p.node_outdated] = Sched.TO_TERMINATE
         self.cause[:N][p.node_outdated] = Cause.OUTDATED
-        for pre in _PREFIX:
-            setattr(self, pre + "free", z((cap, R), QTY))
-            setattr(self, pre + "present", z((cap, R), bool))
-            setattr(self, pre + "placed_res", z((cap, R), bool))
-            setattr(self, pre + "placed_gpu", z(cap, bool))
-            setattr(self, pre + "placed_any", z(cap, bool))
-            setattr(self, pre + "hist", np.full((cap, H), -1, IDX))
-            setattr(self, pre + "nhist", z(cap, np.int64))
+        self.free, self.cfree = z((cap, R), QTY), z((cap, R), QTY)
+        self.present, self.cpresent = z((cap, R), bool), z((cap, R), bool)
+        self.placed_res, self.cplaced_res = z((cap, R), bool), z((cap, R), bool)
+        self.placed_gpu, self.cplaced_gpu = z(cap, bool), z(cap, bool)
+        self.placed_any, self.cplaced_any = z(cap, bool), z(cap, bool)
+        self.hist, self.chist = np.full((cap, H), -1, IDX), np.full((cap, H), -1, IDX)
+        self.nhist, self.cnhist = z(cap, np.int64), z(cap, np.int64)
         self.free[:N] = p.node_free
         self.present[:N] = p.node_free_present
         # The constraint source sees every node as empty: availability = totals.
@@ -85,11 +169,13 @@ class Context:
         self.cfree[:N][:, p.implicit] = np.where(tot_present[:, p.implicit],
                                                  self.cfree[:N][:, p.implicit], 1.0)
         self.cpresent[:N] = tot_present
-        for k, v in p.node_ippr.items():        # IPPR state per slot (engine.ippr)
-            a = np.zeros((cap,) + v.shape[1:], v.dtype)
-            a[:N] = v
-            setattr(self, "ippr_" + k, a)
-        self.nodes = np.arange(N, dtype=IDX)   # Ray's node list, as slot ids
+        ip = p.node_ippr                         # IPPR state per slot (engine.ippr)
+        self.ippr_attached = _rows(ip["attached"], cap)
+        self.ippr_resizing = _rows(ip["resizing"], cap)
+        self.ippr_k8s, self.ippr_failed = _rows(ip["k8s"], cap), _rows(ip["failed"], cap)
+        self.ippr_raylet, self.ippr_cur = _rows(ip["raylet"], cap), _rows(ip["cur"], cap)
+        self.ippr_desired, self.ippr_max = _rows(ip["desired"], cap), _rows(ip["max"], cap)
+        self.nodes = np.arange(N, dtype=IDX)
         # Pseudo columns holding each node's private resources (engine.build).
         self.private = np.array([n.startswith(PRIVATE_PREFIX) for n in p.resources], bool)
         # Strict classes of running nodes per source, computed when first needed;
@@ -104,7 +190,7 @@ class Context:
         # The gang kernel's digest of the same key (NaN: to compute; kernels/gangs.py).
         self.ghash = np.full(cap, np.nan)
         self.loose_ids = [{}, {}]
-        self._names = None
+        self.rules = Rules(p.implicit, p.exact, int(p.gpu_col), bool(p.conserve_gpu))
         # One pristine new node per configured type: the template every launch of
         # that type is cloned from (an IPPR group's sized at its max, §4.4).
         self.pristine = {}
@@ -119,68 +205,51 @@ class Context:
                                    float(max(gmax[1], have[1])))
             self.pristine[t] = m
 
-    def src(self, s: int) -> SimpleNamespace:
-        """The availability and placement arrays of one request source (a view
+    def src(self, s: int) -> Source:
+        """The availability and placement arrays of request source s (a record
         made once, and again only after the arrays grow)."""
-        ns = self._src[s]
-        if ns is None:
+        v = self._views.get(s)
+        if v is None:
             pre = _PREFIX[s]
-            ns = SimpleNamespace(**{k: getattr(self, pre + k) for k in _SRC})
-            ns.source = s
-            self._src[s] = ns
-        return ns
+            v = self._views[s] = Source(*(getattr(self, pre + k) for k in _SRC))
+        return v
 
-    def strict_classes(self, sa, run: np.ndarray, compute) -> np.ndarray:
-        """(M,) strict class id per slot for source ``sa`` (-1: alone), computing
-        it for the running slots ``run`` that have none yet. Ids of one call are
-        their own range, so slots of different calls never share a class (they
-        could only be missed twins)."""
-        rc = self.rcls if sa.source == 0 else self.crcls
+    def pack_state(self, s: int, rq) -> PackState:
+        """What the packing kernels read and write for request source s, with the
+        request table of ``rq`` (engine.requests_view.Requests)."""
+        v = self._views.get(("slots",))
+        if v is None:
+            v = self._views[("slots",)] = (Slots(*(getattr(self, k) for k in Slots._fields)),
+                                           Marks(*(getattr(self, k) for k in Marks._fields)))
+        return PackState(v[0], self.src(s), v[1], rq.kernel, self.rules)
+
+    def strict_classes(self, source: int, run: np.ndarray, compute) -> np.ndarray:
+        """(M,) strict class id per slot for request source ``source`` (-1: alone),
+        computing it for the running slots ``run`` that have none yet. Ids of one
+        call are their own range, so slots of different calls never share a class
+        (they could only be missed twins)."""
+        rc = self.rcls if source == DEMAND else self.crcls
         todo = run[rc[run] == -2]
         if todo.size:
             ids = compute(todo)
-            base = self.n_strict[sa.source]
+            base = self.n_strict[source]
             rc[todo] = base + ids
-            self.n_strict[sa.source] = base + (int(ids.max()) + 1 if ids.size else 0)
+            self.n_strict[source] = base + (int(ids.max()) + 1 if ids.size else 0)
         return rc
 
-    def loose_classes(self, sa, slots: np.ndarray, keys) -> np.ndarray:
-        lc = self.lcls if sa.source == 0 else self.clcls
+    def loose_classes(self, source: int, slots: np.ndarray, keys) -> np.ndarray:
+        lc = self.lcls if source == DEMAND else self.clcls
         todo = slots[lc[slots] == -2]
         if todo.size:
-            ids = self.loose_ids[sa.source]
+            ids = self.loose_ids[source]
             lc[todo] = [ids.setdefault(k, len(ids)) for k in keys(todo)]
         return lc
 
-    def mutable(self):
-        """The arrays packing can change for an existing slot (what a transaction
+    def mutable(self) -> tuple:
+        """The rows packing can change for an existing slot (what a transaction
         must be able to put back). Type, status, kind, idle time, tie-breakers and
         termination marks are set outside packing and never change inside it."""
-        if self._mut is None:
-            fixed = {"type", "status", "kind", "idle", "has_ray", "prio", "rec", "avail",
-                     "sched", "cause", "cause_value", "ippr_attached", "ippr_failed",
-                     "ippr_raylet", "ippr_cur", "ippr_max"}
-            self._mut = [k for k in self._arrays() if k not in fixed]
-        return self._mut
-
-    _mut = None
-
-    def _narrow_arrays(self, source: int) -> list:
-        """(name, array) pairs a packing commit of ``source`` writes."""
-        out = self._narrow[source]
-        if out is None:
-            pre = _PREFIX[source]
-            out = [(pre + k, getattr(self, pre + k)) for k in _SRC] + [("label", self.label)]
-            self._narrow[source] = out
-        return out
-
-    def _arrays(self):
-        if self._names is None:
-            self._names = [k for k, v in vars(self).items()
-                           if isinstance(v, np.ndarray) and k not in ("nodes", "private")]
-        return self._names
-
-    _tx = None
+        return _MUTABLE
 
     # ---- slots -----------------------------------------------------------------------
     def _grow(self, need: int) -> None:
@@ -188,14 +257,13 @@ class Context:
         if need <= cap:
             return
         new = max(need, 2 * cap)
-        for name in self._arrays():
+        for name in ROWS:
             a = getattr(self, name)
             b = np.empty((new,) + a.shape[1:], a.dtype)
             b[:cap] = a
             b[cap:] = _FILL.get(name, 0)
             setattr(self, name, b)
-        self._src = [None, None]
-        self._narrow = [None, None]
+        self._views = {}
 
     def new_slots(self, t, k: int = 1, sched: int = Sched.TO_LAUNCH,
                   cap_row=None) -> np.ndarray:
@@ -209,7 +277,7 @@ class Context:
         m0 = self.M
         self._grow(m0 + k)
         sl = slice(m0, m0 + k)
-        for name in self._arrays():
+        for name in ROWS:
             getattr(self, name)[sl] = _FILL.get(name, 0)
         total = p.type_cap[ts] if cap_row is None else np.broadcast_to(cap_row[0], (k, p.R))
         order = p.type_order[ts] if cap_row is None else np.broadcast_to(cap_row[1], (k, p.R))
@@ -234,75 +302,29 @@ class Context:
         """k new slots, each an exact copy of slot m (not in the node list yet)."""
         m0 = self.M
         self._grow(m0 + k)
-        for name in self._arrays():
+        for name in ROWS:
             a = getattr(self, name)
             a[m0: m0 + k] = a[m]
         self.M = m0 + k
         return np.arange(m0, m0 + k, dtype=IDX)
 
-    def kernel_views(self, source: int) -> tuple:
-        """The (slots, src, marks) array groups the packing kernels read and write
-        (kernels/gangs.py)."""
-        sa = self.src(source)
-        slots = (self.total, self.order, self.label, self.type, self.status, self.kind,
-                 self.rec, self.prio, self.avail)
-        src = (sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any, sa.hist,
-               sa.nhist)
-        return slots, src, (self.rcls, self.crcls, self.lcls, self.clcls)
-
     def finish_clones(self, M1: int, tmpl: np.ndarray, source: int) -> None:
         """A kernel filled slots M..M1-1 as clones of ``tmpl`` (committed since) in
-        the ``kernel_views(source)`` arrays: every other row is its template's, and
-        each new slot has changed (no class, no cached digest)."""
+        the arrays of ``pack_state(source)``: every other row is its template's,
+        and each new slot has changed (no class, no cached digest)."""
         new = slice(self.M, M1)
-        slots, src, marks = self.kernel_views(source)
-        done = {id(a) for a in slots + src + marks + (self.ghash,)}
-        for name in self._arrays():
-            a = getattr(self, name)
-            if id(a) not in done:
+        done = set(Slots._fields) | set(Marks._fields) | {_PREFIX[source] + k for k in _SRC}
+        for name in ROWS:
+            if name not in done:
+                a = getattr(self, name)
                 a[new] = a[tmpl]
         self.rcls[new] = self.crcls[new] = -1
         self.lcls[new] = self.clcls[new] = -2
         self.ghash[new] = np.nan
         self.M = int(M1)
 
-    # ---- transactions (a gang or a constraint is all or nothing) ------------------------
-    def begin(self) -> None:
-        """Start recording: rows are saved the first time a slot is touched."""
-        self._tx = (self.M, self.nodes.copy(), {})
-
-    def touch(self, m: int, source: int = -1) -> None:
-        """Call before changing slot m's rows inside a transaction. ``source``:
-        only that source's availability and placement rows and the labels will
-        change (a packing commit), so only those are saved; -1: any row may."""
-        tx = self._tx
-        if tx is not None and m < tx[0]:
-            saved = tx[2].get(m)
-            if saved is None:
-                saved = tx[2][m] = {}
-            if source < 0:
-                arrays = [(k, getattr(self, k)) for k in self.mutable()]
-            else:
-                arrays = self._narrow_arrays(source)
-            for k, a in arrays:
-                if k not in saved:      # rows not saved yet are still as they began
-                    saved[k] = a[m].copy()
-        self.rcls[m] = self.crcls[m] = -1        # changed: no longer anyone's twin
-        self.lcls[m] = self.clcls[m] = -2        # its cache key must be looked up again
-        self.ghash[m] = np.nan
-
-    def rollback(self) -> None:
-        M, nodes, saved = self._tx
-        for m, rows in saved.items():
-            for k, v in rows.items():
-                getattr(self, k)[m] = v
-        self.M, self.nodes, self._tx = M, nodes, None
-
-    def commit(self) -> None:
-        self._tx = None
-
     def save_rows(self, slots: np.ndarray) -> dict:
-        saved = {k: getattr(self, k)[slots].copy() for k in self._arrays()}
+        saved = {k: getattr(self, k)[slots].copy() for k in ROWS}
         saved["_slots"] = np.asarray(slots).copy()
         return saved
 

@@ -13,15 +13,16 @@ from .context import Context
 from .dtypes import CNT, IDX, Status
 from .problem import order_mask
 from .kernels.fit import _fits_any, _minimal_rows
-from .kernels.loop import _run_loop
 from .kernels.labels import _labels_held
-from .kernels.pack import _commit
-from .kernels.pick import _invalidate, _refresh_pick
+from .kernels.loop import _run_loop
+from .kernels.pick import _pick_scratch
+from .kernels.records import Classes, LoopMode, cands as new_cands
 from .kernels.rows import row_ids
+from .kernels.steps import commit_once, invalidate_once, pick_once
 from .requests_view import Requests
 
 
-def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int, int]:
+def classes(ctx: Context, cands: np.ndarray, source: int) -> tuple[np.ndarray, int, int]:
     """Equivalence classes of candidates: each class is tried once per pick, by
     its first member in list order.
 
@@ -34,19 +35,20 @@ def classes(ctx: Context, cands: np.ndarray, sa) -> tuple[np.ndarray, int, int]:
     fully free, so its utilisation term is an exact 0). Their first member then
     wins exactly when Ray's would, so the decision is unchanged.
     """
+    sa = ctx.src(source)
     cls = np.full(ctx.M, -1, IDX)
     running = ctx.status[cands] == Status.RAY_RUNNING
     pend, run = cands[~running], cands[running]
     if pend.size:
-        lc = ctx.loose_classes(sa, pend, lambda slots: _loose_keys(ctx, slots, sa))
+        lc = ctx.loose_classes(source, pend, lambda slots: _loose_keys(ctx, slots, sa))
         cls[pend] = lc[pend]
-    n = len(ctx.loose_ids[sa.source])
+    n = len(ctx.loose_ids[source])
     strict = n
     if run.size > 1:
-        rc = ctx.strict_classes(sa, run, lambda slots: _running_classes(ctx, slots, sa, 0))
+        rc = ctx.strict_classes(source, run, lambda slots: _running_classes(ctx, slots, sa, 0))
         ids = rc[run]
         cls[run] = np.where(ids >= 0, n + ids, -1)
-        n += ctx.n_strict[sa.source]
+        n += ctx.n_strict[source]
     return cls, n, strict
 
 
@@ -122,7 +124,8 @@ def _compact(order: np.ndarray, priv: np.ndarray) -> np.ndarray:
 
 
 class Picker:
-    """The candidates of one packing loop, in list order, with cached walks."""
+    """The candidates of one packing loop, in list order, with cached walks
+    (kernels/records.py ``Cands``; the first n entries are in use)."""
 
     def __init__(self, packer: "Packer", cands: np.ndarray, cls: np.ndarray, ncls: int, K: int,
                  strict_from: int = -1):
@@ -132,60 +135,58 @@ class Picker:
         # reads (running twins); lower ids are Ray's looser NodeStateCache classes.
         self.strict_from = ncls if strict_from < 0 else strict_from
         self.n = 0
-        self._alloc(max(len(cands), 8))
+        self.cs = new_cands(max(len(cands), 8), K)
         self.n = len(cands)
-        self.cands[: self.n] = cands
-        self.alive[: self.n] = True
+        self.cs.slot[: self.n] = cands
+        self.cs.alive[: self.n] = True
+        self._scr = None
 
     def _alloc(self, cap: int) -> None:
-        old = {k: getattr(self, k) for k in ("cands", "alive", "valid", "tk", "did",
-                                             "k0", "k1", "k2", "k3", "k4")} if self.n else {}
-        self.cands = np.zeros(cap, IDX)
-        self.alive = np.zeros(cap, bool)
-        self.valid = np.zeros(cap, bool)
-        self.tk = np.zeros((cap, self.K), np.int64)
-        self.did = np.zeros(cap, bool)
-        self.k0, self.k1, self.k2 = (np.zeros(cap, np.int64) for _ in range(3))
-        self.k3, self.k4 = np.zeros(cap), np.zeros(cap)
-        for k, v in old.items():
-            getattr(self, k)[: self.n] = v[: self.n]
+        old, self.cs = self.cs, new_cands(cap, self.K)
+        for a, b in zip(old, self.cs):
+            b[: self.n] = a[: self.n]
+
+    def classes(self) -> Classes:
+        c = self.pk.ctx
+        if self.cls.shape[0] < c.M:
+            self.cls = np.concatenate([self.cls, np.full(c.M - self.cls.shape[0], -1, IDX)])
+        return Classes(self.cls, int(self.ncls), int(self.strict_from))
+
+    def scratch(self):
+        if self._scr is None:
+            c = self.pk.ctx
+            self._scr = _pick_scratch(int(self.ncls), c.p.R, self.K, c.hist.shape[1])
+        return self._scr
 
     def add(self, m: int) -> None:
-        if self.n == self.cands.shape[0]:
+        if self.n == self.cs.slot.shape[0]:
             self._alloc(2 * self.n)
-        self.cands[self.n] = m
-        self.alive[self.n] = True
-        self.valid[self.n] = False
+        cs = self.cs
+        cs.slot[self.n] = m
+        cs.alive[self.n] = True
+        cs.fresh[self.n] = False
         self.n += 1
 
     def pick(self, runs: np.ndarray, left: np.ndarray) -> int:
-        c, p, n = self.pk.ctx, self.pk.ctx.p, self.n
-        sa = c.src(self.pk.source)
-        if self.cls.shape[0] < c.M:
-            self.cls = np.concatenate([self.cls, np.full(c.M - self.cls.shape[0], -1, IDX)])
-        return _refresh_pick(self.cands[:n], self.alive[:n], self.valid[:n], self.cls, self.ncls,
-                             c.total, c.order, sa.free, sa.present, sa.placed_res,
-                             sa.placed_gpu, c.label, sa.hist, sa.nhist, c.rec, c.prio, c.avail,
-                             p.implicit, p.exact, runs, left, self.pk.rq.kernel, p.gpu_col,
-                             p.conserve_gpu, self.tk[:n], self.did[:n], self.k0[:n],
-                             self.k1[:n], self.k2[:n], self.k3[:n], self.k4[:n])
+        ps = self.pk.ctx.pack_state(self.pk.source, self.pk.rq)
+        return pick_once(self.cs, self.n, self.classes(), ps, runs, left, self.scratch())
 
     def take(self, i: int, old_left: np.ndarray, new_left: np.ndarray) -> None:
         """Candidate i won: drop it and mark stale what its pick changed."""
-        self.alive[i] = False
-        changed = np.flatnonzero(old_left != new_left).astype(IDX)
-        _invalidate(self.valid[: self.n], self.tk[: self.n], changed, old_left, new_left)
+        self.cs.alive[i] = False
+        changed = np.flatnonzero(old_left != new_left)
+        invalidate_once(self.cs, self.n, changed, len(changed), old_left, new_left)
 
     def remaining(self) -> np.ndarray:
-        return self.cands[: self.n][self.alive[: self.n]]
+        return self.cs.slot[: self.n][self.cs.alive[: self.n]]
 
     def twins(self, i: int) -> list:
         """Positions after i of candidates strictly equal to candidate i."""
-        c = self.cls[self.cands[i]]
+        cs, n = self.cs, self.n
+        c = self.cls[cs.slot[i]]
         if c < 0 or c < self.strict_from:
             return []
-        n = self.n
-        same = self.alive[:n] & (self.cls[self.cands[:n]] == c)
+        same = cs.alive[:n] & (self.cls[cs.slot[:n]] == c)
         same[: i + 1] = False
         return np.flatnonzero(same).tolist()
 
@@ -193,24 +194,24 @@ class Picker:
         """The twins at ``positions`` win too: they get slot m's committed rows."""
         ctx = self.pk.ctx
         sa = ctx.src(self.pk.source)
-        slots = self.cands[positions]
+        slots = self.cs.slot[positions]
         for s in slots.tolist():
             ctx.touch(s, self.pk.source)
-        for a in (sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any, sa.hist,
-                  sa.nhist, ctx.label):
+        for a in (*sa, ctx.label):
             a[slots] = a[m]
-        self.alive[positions] = False
+        self.cs.alive[positions] = False
         return slots.tolist()
 
     def all_below(self, i: int, mask: np.ndarray) -> bool:
         """Whether every candidate in ``mask`` has a key strictly below i's."""
         if not mask.any():
             return True
-        c = self.pk.ctx
+        c, cs = self.pk.ctx, self.cs
         n = self.n
-        mi, mo = self.cands[i], self.cands[:n][mask]
-        keys = ((self.k0, None), (self.k1, None), (self.k2, None), (self.k3, None),
-                (self.k4, None), (None, c.rec), (None, c.prio), (None, c.avail))
+        mi, mo = cs.slot[i], cs.slot[:n][mask]
+        keys = ((cs.label_score, None), (cs.gpu_ok, None), (cs.match, None),
+                (cs.util_min, None), (cs.util_mean, None), (None, c.rec), (None, c.prio),
+                (None, c.avail))
         tied = np.ones(int(mask.sum()), bool)
         for own, slot in keys:
             o = own[:n][mask] if own is not None else slot[mo]
@@ -241,18 +242,27 @@ class Packer:
         global max_num_nodes). Runs of identical picks are taken at once (see
         ``_batch``): the same decisions, one trial walk for the lot.
         """
-        c, p = self.ctx, self.ctx.p
-        if self.kernel and on_win is None and c._tx is None and not p.relabels:
-            return self._loop_kernel(picker, runs, left, avail, room)
+        c = self.ctx
+        # A config whose name is another configured key (name != key) brings back
+        # another type's template after a pick: the Python loop handles that case.
+        if self.kernel and not c.p.relabels:
+            # Inside a transaction the kernel's changes are saved up front, in bulk;
+            # a win's callback only touches rows no pick reads, so it runs after.
+            c.save_packing(picker.cs.slot[: picker.n], self.source)
+            winners, left = self._loop_kernel(picker, runs, left, avail, room)
+            if on_win is not None:
+                for s in winners:
+                    on_win(s)
+            return winners, left
         winners = []
-        while left.any() and picker.alive[: picker.n].any():
+        while left.any() and picker.cs.alive[: picker.n].any():
             if room is not None and len(winners) >= room:
                 break
             i = picker.pick(runs, left)
             if i < 0:
                 break
-            m = int(picker.cands[i])
-            tau = picker.tk[i].copy()
+            m = int(picker.cs.slot[i])
+            tau = picker.cs.taken[i].copy()
             if avail is not None:
                 t = int(c.type[m])
                 limit = int(avail[t]) if room is None else min(int(avail[t]), room - len(winners))
@@ -265,11 +275,9 @@ class Packer:
             r = self._batch(picker, i, tau, left, limit) if limit > 1 and self.batching else 1
             if avail is not None:
                 m = self._clone(m, 1)[0]           # the pristine template stays pristine
-            sa = c.src(self.source)
             c.touch(m, self.source)
-            _commit(m, sa.free, sa.present, sa.placed_res, sa.placed_gpu, sa.placed_any,
-                    c.label, sa.hist, sa.nhist, p.implicit, p.exact, runs, left,
-                    self.rq.kernel, np.zeros(len(runs), np.int64))
+            commit_once(m, c.pack_state(self.source, self.rq), runs, left,
+                        np.zeros(len(runs), np.int64))
             slots = [m]
             if r > 1:
                 slots += (self._clone(m, r - 1) if avail is not None
@@ -297,22 +305,17 @@ class Packer:
         if templates:
             bound = min(int(left.sum()), int(np.maximum(avail, 0).sum()))
             bound = bound if room is None else min(bound, room)
-            if picker.cands.shape[0] < n + p.T + 1:
+            if picker.cs.slot.shape[0] < n + p.T + 1:
                 picker._alloc(n + p.T + 1)       # re-added templates fit, after compaction
             c._grow(c.M + bound)
         else:
             bound = n
-        if picker.cls.shape[0] < c.M:
-            picker.cls = np.concatenate([picker.cls, np.full(c.M - picker.cls.shape[0], -1, IDX)])
-        slots, src, marks = c.kernel_views(self.source)
         won = np.empty(max(bound, 1), np.int64)
+        mode = LoopMode(templates, avail if templates else np.zeros(0, CNT),
+                        -1 if room is None else int(room), bool(self.batching))
         nw, left, M1, picker.n, ev_ptr, ev_tau, tmpl = _run_loop(
-            picker.cands, n, picker.alive, picker.valid, picker.tk, picker.did,
-            (picker.k0, picker.k1, picker.k2, picker.k3, picker.k4), picker.cls, picker.ncls,
-            picker.strict_from, slots, src, marks, c.ghash, p.implicit, p.exact, runs,
-            np.asarray(left, CNT), self.rq.kernel, p.gpu_col, p.conserve_gpu, templates,
-            avail if templates else np.zeros(0, CNT), -1 if room is None else room,
-            self.batching, c.M, won)
+            picker.cs, n, picker.classes(), c.pack_state(self.source, self.rq), runs,
+            np.asarray(left, CNT), mode, c.M, won, picker.scratch())
         if templates:
             c.finish_clones(M1, tmpl, self.source)
         self._add_chunk(*_placements(won[:nw], ev_ptr, ev_tau))
@@ -345,16 +348,17 @@ class Packer:
         if r <= 1:
             return 1
         n = picker.n
-        others = picker.alive[:n] & picker.valid[:n]
+        cs = picker.cs
+        others = cs.alive[:n] & cs.fresh[:n]
         others[i] = False
         if others.any():
-            T = picker.tk[:n][others][:, k]
+            T = cs.taken[:n][others][:, k]
             ro = ((L - T) // tk).min(axis=1)
             ro[(T == L).any(axis=1)] = 0
             r = min(r, int(ro.min()) + 1)
             if r <= 1:
                 return 1
-            if not picker.all_below(i, others & picker.did[:n]):
+            if not picker.all_below(i, others & cs.placed[:n]):
                 return 1
         return r
 
@@ -379,17 +383,17 @@ class Packer:
         nodes = c.nodes
         live_q = np.unique(runs[left > 0])
         fits_any = _fits_any(sa.free, nodes, _minimal_rows(rq.table.qty, live_q.astype(IDX)),
-                             rq.table.qty, rq.cols, rq.ncols)
+                             rq.kernel)
         exhausted = (c.status[nodes] == Status.RAY_RUNNING) & ~fits_any & (len(live_q) > 0)
         cands = nodes[~exhausted]
         # §4.3 existing nodes first.
-        cls, ncls, strict = classes(c, cands, sa)
+        cls, ncls, strict = classes(c, cands, self.source)
         picker = Picker(self, cands, cls, ncls, K, strict)
         if len(live_q):
             # A pending node that holds no unit of any shape places nothing: its walk
             # is known without walking (it stays in the list where it is).
             none = ~fits_any[~exhausted]
-            picker.valid[: picker.n][none] = True
+            picker.cs.fresh[: picker.n][none] = True
         target, left = self._loop(picker, runs, left)
         nodes_after = np.concatenate([np.asarray(target, IDX), picker.remaining(),
                                       nodes[exhausted]])
@@ -425,7 +429,7 @@ class Packer:
         saved = c.save_rows(cands)
         for m in cands.tolist():
             ippr.update_totals(c, m, *c.ippr_max[m])
-        cls, ncls, strict = classes(c, cands, c.src(self.source))
+        cls, ncls, strict = classes(c, cands, self.source)
         picker = Picker(self, cands, cls, ncls, len(runs), strict)
         winners, left = self._loop(picker, runs, left, on_win=lambda m: ippr.queue_resize(c, m))
         others = picker.remaining()

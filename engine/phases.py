@@ -9,6 +9,7 @@ from .context import CONSTRAINT, DEMAND, Context
 from .dtypes import CNT, IDX, Cause, Kind, Sched, Status, Why
 from .kernels.gangs import _pack_gangs
 from .kernels.labels import _first_selector
+from .kernels.records import GangRuns, Launch
 from .kernels.score import _victim_util
 from .order import gang_order, request_order, victim_order
 from .packer import Packer
@@ -253,18 +254,16 @@ def _gangs_in_kernel(ctx: Context, rq: Requests, ptr, g_run, g_cnt, order: list)
     pristine = np.full(p.T, -1, IDX)
     for t, m in ctx.pristine.items():
         pristine[t] = m
-    slots, src, marks = ctx.kernel_views(DEMAND)
     # Runs of equal bundles share a resource shape (the kernel's fit index).
     # (distinct request rows first: gangs share rows; then their distinct bundles)
     rows, of_row = np.unique(g_run, return_inverse=True)
     _, first, shape = np.unique(rq.table.qty[rows], axis=0, return_index=True,
                                 return_inverse=True)
     g_shape = shape.reshape(-1)[of_row.reshape(-1)]
-    bad_sorted, nodes, M1, tmpl = _pack_gangs(
-        ctx.nodes, ctx.M, ptr, g_run, g_cnt, g_shape.astype(np.int64),
-        rows[first].astype(np.int64), pristine, p.type_max, p.type_configured,
-        p.max_num_nodes, slots, src, marks, ctx.ghash, p.implicit, p.exact, rq.kernel,
-        p.gpu_col, p.conserve_gpu)
+    gangs = GangRuns(ptr, g_run, g_cnt, g_shape.astype(IDX), rows[first].astype(IDX))
+    launch = Launch(pristine, p.type_max, p.type_configured, int(p.max_num_nodes))
+    bad_sorted, nodes, M1, tmpl = _pack_gangs(ctx.nodes, ctx.M, gangs, launch,
+                                              ctx.pack_state(DEMAND, rq))
     ctx.finish_clones(M1, tmpl, DEMAND)
     ctx.nodes = nodes.astype(IDX)
     bad = np.zeros(p.G, bool)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import IDX
+from .kernels.records import Reqs
 from .problem import Problem
 
 
@@ -35,9 +36,9 @@ class Requests:
         self.gpu_key = t.present[:, g].copy() if g >= 0 else np.zeros(Q, bool)
         self.has_sel = t.sel_hi > t.sel_lo
         t0 = self.p.req
-        self.kernel = (t.qty, self.cols, self.ncols, self.gpu_key, t.anti, t.sel_lo, t.sel_hi,
-                       t0.sel_con_ptr, t0.con_key, t0.con_op, t0.con_val_ptr, t0.con_vals,
-                       self.has_sel)
+        self.kernel = Reqs(t.qty, self.cols, self.ncols, self.gpu_key, t.anti, t.sel_lo,
+                           t.sel_hi, t0.sel_con_ptr, t0.con_key, t0.con_op, t0.con_val_ptr,
+                           t0.con_vals, self.has_sel)
 
     def row_key(self, q: int):
         """What makes two rows the same request, to the sort and to packing: the
@@ -106,7 +107,7 @@ class Requests:
         cols = list(acc)
         qty[cols] = list(acc.values())
         present[cols] = True
-        s = sum(acc.values())     # Ray's sort key: this interpreter's sum() (engine/pysum.py)
+        s = sum(acc.values())         # Ray's sort key: Python's sum() of the merged bundle
         first = members[0]
         return t.append(qty, present, s, t.aff[first], t.sel_lo[first], t.sel_hi[first],
                         t.sel_key[first])

@@ -28,3 +28,18 @@ def warmup() -> float:
                       constraint=[RequestSpec({"CPU": 2.0}, 2)], pending_idle_timeout_s=30.0)
     schedule(p, now_s=1.0)
     return time.perf_counter() - t0
+
+
+def entry_kernels() -> tuple:
+    """The kernels a tick calls from Python: what ``warmup()`` compiles or
+    loads from numba's cache (the others are compiled into these)."""
+    from .kernels.fit import _fits_any, _minimal_rows
+    from .kernels.gangs import _pack_gangs
+    from .kernels.labels import _labels_held
+    from .kernels.loop import _run_loop
+    from .kernels.pick import _pick_scratch
+    from .kernels.rows import _row_ids
+    from .kernels.score import _victim_util
+
+    return (_pack_gangs, _run_loop, _fits_any, _minimal_rows, _labels_held, _pick_scratch,
+            _row_ids, _victim_util)

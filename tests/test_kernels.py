@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 
 from engine.build import _exact_columns
-from engine.kernels.fit import _fit_count, _take
-from engine.kernels.pick import _invalidate, _refresh_pick
-from engine.kernels.score import _score, _victim_util
+from engine.kernels.pick import _pick_scratch
+from engine.kernels.records import (Classes, Marks, PackState, Reqs, Rules, Slots, Source,
+                                    cands as new_cands)
+from engine.kernels.score import _victim_util
+from engine.kernels.steps import (fit_count_once, invalidate_once, pick_once, score_once,
+                                  take_once)
 
 from . import twins
 
@@ -43,11 +46,11 @@ def test_fit_and_take_match_twin(grid):
         exact = _exact_columns(R, free[None], qty[None])
         limit = int(rng.integers(0, 40))
         cols, nc = _cols(qty)
-        k = _fit_count(free, present, implicit, exact, qty, cols, nc, limit)
+        k = fit_count_once(free, exact, qty, cols, nc, limit)
         kr, fr, pr = twins.fit_count_ref(free, present, implicit, qty, limit)
         assert k == kr
         f2, p2 = free.copy(), present.copy()
-        _take(f2, p2, exact, qty, cols, nc, k)
+        take_once(f2, p2, exact, qty, cols, nc, k)
         assert f2.tolist() == fr and p2.tolist() == pr     # bit-for-bit
 
 
@@ -55,19 +58,20 @@ def test_fit_edge_cases():
     implicit = np.array([False, False, True])
     exact = np.ones(3, bool)
     q = np.array([4.0, 0.0, 0.0]); c, n = _cols(q)
-    assert _fit_count(np.zeros(3), np.ones(3, bool), implicit, exact, q, c, n, 5) == 0  # zero capacity
+    assert fit_count_once(np.zeros(3), exact, q, c, n, 5) == 0  # zero capacity
     q = np.array([1e6, 0.0, 0.0]); c, n = _cols(q)
-    assert _fit_count(np.full(3, 64.0), np.ones(3, bool), implicit, exact, q, c, n, 5) == 0  # huge
+    assert fit_count_once(np.full(3, 64.0), exact, q, c, n, 5) == 0  # huge
     q = np.array([0.0, 0.0, 0.5]); c, n = _cols(q)
-    free = np.array([1.0, 1.0, 1.0]); present = np.array([True, True, False])
-    assert _fit_count(free, present, implicit, exact, q, c, n, 9) == 2   # implicit: missing = 1
+    free = np.array([1.0, 1.0, 1.0])            # an absent implicit column holds 1.0
+    assert twins.fit_count_ref(free, np.array([True, True, False]), implicit, q, 9)[0] == 2
+    assert fit_count_once(free, exact, q, c, n, 9) == 2
     q = np.array([0.1, 0.0, 0.0]); c, n = _cols(q)        # replayed subtraction, not 1.0 // 0.1
     want = twins.fit_count_ref(np.ones(3), np.ones(3, bool), implicit, q, 20)[0]
-    assert _fit_count(np.ones(3), np.ones(3, bool), implicit, np.zeros(3, bool), q, c, n, 20) == want
+    assert fit_count_once(np.ones(3), np.zeros(3, bool), q, c, n, 20) == want
     q = np.array([0.1, 0.0, 0.0]); c, n = _cols(q)        # 1.5 // 0.1 == 15 but Ray fits 14
     free = np.array([1.5, 0.0, 0.0])
     assert twins.fit_count_ref(free, np.ones(3, bool), implicit, q, 99)[0] == 14
-    assert _fit_count(free, np.ones(3, bool), implicit, np.zeros(3, bool), q, c, n, 99) == 14
+    assert fit_count_once(free, np.zeros(3, bool), q, c, n, 99) == 14
 
 
 def _rand_node(rng, grid):
@@ -88,7 +92,7 @@ def test_score_matches_twin(grid):
         res = rng.random(R) < 0.4
         pg = bool(rng.random() < 0.5)
         for conserve in (True, False):
-            got = _score(total, order, free, present, res, pg, 0, conserve)
+            got = score_once(total, order, free, present, res, pg, 0, conserve)
             want = twins.score_ref(total, order, free, present, res, pg, 0, conserve)
             assert tuple(got) == want
 
@@ -141,9 +145,9 @@ def _rand_requests(rng, grid, S, L, V):
         cols[q], ncols[q] = _cols(qty[q])
     gpu_key = rng.random(S) < 0.3
     i32 = lambda x: np.asarray(x, np.int32)  # noqa: E731
-    rq = (qty, cols, ncols, gpu_key, anti, i32(sel_lo), i32(sel_hi), i32(sel_con_ptr),
-          i32(con_key), np.asarray(con_op, np.int8), i32(con_val_ptr), i32(con_vals),
-          np.array([bool(r["sel"]) for r in reqs]))
+    rq = Reqs(qty, cols, ncols, gpu_key, anti, i32(sel_lo), i32(sel_hi), i32(sel_con_ptr),
+              i32(con_key), np.asarray(con_op, np.int8), i32(con_val_ptr), i32(con_vals),
+              np.array([bool(r["sel"]) for r in reqs]))
     return reqs, rq, gpu_key
 
 
@@ -171,9 +175,9 @@ def test_best_node_matches_twin(grid):
         S = int(rng.integers(1, 6))
         reqs, rq, gpu_key = _rand_requests(rng, grid, S, L, V)
         if case % 11 == 0:
-            rq[0][0] = 1e6                       # bigger than any node
-            rq[1][0], rq[2][0] = _cols(rq[0][0])
-            reqs[0]["qty"] = rq[0][0]
+            rq.qty[0] = 1e6                       # bigger than any node
+            rq.cols[0], rq.ncols[0] = _cols(rq.qty[0])
+            reqs[0]["qty"] = rq.qty[0]
         hist = np.full((M, H), -1, np.int32)
         nhist = np.zeros(M, np.int64)
         sel_reqs = [q for q in range(S) if reqs[q]["sel"]]
@@ -184,7 +188,7 @@ def test_best_node_matches_twin(grid):
                     nhist[m] += 1
         runs = rng.permutation(S).astype(np.int32)
         left = rng.integers(1, 6, S).astype(np.int64)
-        exact = _exact_columns(R, total, free, rq[0])
+        exact = _exact_columns(R, total, free, rq.qty)
         cands = rng.permutation(M).astype(np.int32)
         want, taken = twins.best_node_ref(
             cands, cls, total, order, free, present, placed_res, placed_gpu, label,
@@ -193,24 +197,27 @@ def test_best_node_matches_twin(grid):
         # A fresh pick equals Ray's, and stays equal after a pick lowered the counts
         # (cached walks marked stale exactly when needed).
         C = len(cands)
-        alive, valid, did = np.ones(C, bool), np.zeros(C, bool), np.zeros(C, bool)
-        tk = np.zeros((C, S), np.int64)
-        k0, k1, k2 = (np.zeros(C, np.int64) for _ in range(3))
-        k3, k4 = np.zeros(C), np.zeros(C)
-        args = (cls, 3, total, order, free, present, placed_res, placed_gpu, label, hist,
-                nhist, rec, prio, av, implicit, exact, runs)
-        got2 = _refresh_pick(cands, alive, valid, *args, left, rq, 0, True,
-                             tk, did, k0, k1, k2, k3, k4)
+        cs = new_cands(max(C, 1), S)
+        cs.slot[:C] = cands
+        cs.alive[:C] = True
+        z = np.zeros
+        ps = PackState(
+            Slots(total, order, label, z(M, np.int32), z(M, np.int8), z(M, np.int8), rec, prio, av),
+            Source(free, present, placed_res, placed_gpu, z(M, bool), hist, nhist),
+            Marks(*(z(M, np.int32) for _ in range(4)), z(M)), rq, Rules(implicit, exact, 0, True))
+        cl = Classes(cls, 3, 3)
+        scr = _pick_scratch(3, R, S, H)
+        got2 = pick_once(cs, C, cl, ps, runs, left, scr)
         assert got2 == want, case
         if want < 0:
             continue
-        assert tk[got2].tolist() == taken, case
-        new_left = left - tk[got2]
-        alive[got2] = False
-        _invalidate(valid, tk, np.flatnonzero(new_left != left).astype(np.int32), left,
-                    new_left)
-        got3 = _refresh_pick(cands, alive, valid, *args, new_left, rq, 0, True,
-                             tk, did, k0, k1, k2, k3, k4)
+        assert cs.taken[got2].tolist() == taken, case
+        new_left = left - cs.taken[got2]
+        cs.alive[got2] = False
+        changed = np.flatnonzero(new_left != left)
+        invalidate_once(cs, C, changed, len(changed), left, new_left)
+        got3 = pick_once(cs, C, cl, ps, runs, new_left, scr)
+        alive = cs.alive[:C]
         want3, taken3 = twins.best_node_ref(
             cands[alive], cls, total, order, free, present, placed_res, placed_gpu, label,
             [hist[m, : nhist[m]].tolist() for m in range(M)], rec, prio, av, implicit, runs,
@@ -218,7 +225,7 @@ def test_best_node_matches_twin(grid):
         alive_pos = np.flatnonzero(alive)
         assert (got3 < 0 and want3 < 0) or got3 == alive_pos[want3], case
         if want3 >= 0:
-            assert tk[got3].tolist() == taken3, case
+            assert cs.taken[got3].tolist() == taken3, case
 
 
 def test_row_ids_match_unique_rows():
@@ -260,5 +267,24 @@ def test_minimal_rows_keep_the_prefilter_answer():
         mins = _minimal_rows(qty, rows)
         assert len(mins) <= len(rows)
         assert len({tuple(qty[q]) for q in mins}) == len(mins)
-        assert (_fits_any(free, nodes, mins, qty, cols, ncols) ==
-                _fits_any(free, nodes, rows, qty, cols, ncols)).all()
+        rq = Reqs(qty, cols, ncols, *(np.zeros(0, np.int32),) * 10)
+        assert (_fits_any(free, nodes, mins, rq) == _fits_any(free, nodes, rows, rq)).all()
+
+
+def test_sort_by_matches_stable_argsort():
+    from engine.kernels.steps import sort_once
+    rng = np.random.default_rng(12)
+    for n in [0, 1, 2, 3, 7, 8, 9, 100, 1000]:
+        key = rng.integers(-5, 20, 40 + n).astype(np.int64)       # many equal keys
+        idx = rng.permutation(40 + n)[:n].astype(np.int64)
+        want = idx[np.argsort(key[idx], kind="stable")]
+        sort_once(idx, key, np.empty(n, np.int64))
+        assert idx.tolist() == want.tolist(), n
+
+
+def test_inner_helpers_refuse_python_calls():
+    """Helpers compiled without a Python entry point (_jit.njit_inner) raise
+    instead of jumping to a missing one."""
+    from engine.kernels.pick import _pick_core
+    with pytest.raises(TypeError, match="runs inside kernels only"):
+        _pick_core(None, 0, None, None, None, None, None)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from adapters.lifecycle import (CREATABLE, TERMINAL, TRANSITIONS, IllegalTransition,
-                                InstanceRecord, InstanceStore, InvalidMove, Move,
-                                ReconcileConfig, SimClock, SimNodeType, SimProvider,
+                                InstanceRecord, InstanceStore, InvalidMove, LaunchStep, Move,
+                                ReconcileConfig, SimClock, SimCloud, SimNodeType, SimProvider,
                                 can_transition, compute_to_launch, reachable, run,
                                 sequential_ids, timeout_target, upscaling_speed_for_mode)
 from engine.dtypes import Cause, Status as S
@@ -288,6 +288,80 @@ def test_rate_limits_equal_rays_compute_to_launch():
             [p for p in theirs if p.status == S.RAY_RUNNING], speed, budget)
         assert {t: [r.instance_id for r in v] for t, v in got.items()} == \
             {t: [p.instance_id for p in v] for t, v in want.items()}
+
+
+def test_launch_step_names_the_binding_limit():
+    """What step 5 reports (LaunchStep): QUEUED records seen, promoted, and the ones left
+    QUEUED by each limit; the left-over count is what the store still holds QUEUED."""
+    store, _ = make_store(upscaling_speed=1000, max_concurrent_launches=4)
+    store.apply_plan({"a": 3, "b": 3})
+    tick = store.reconcile()
+    step = tick.launch_step
+    assert (step.queued, step.promoted) == (6, 4)
+    assert (step.held_by_concurrency, step.held_by_speed) == (2, 0)   # b's last two
+    assert store.count(S.QUEUED) == step.held == 2
+    store2, _ = make_store(upscaling_speed=0.0, max_concurrent_launches=10)
+    store2.apply_plan({"a": 3, "b": 2})          # speed 0: one launch per type and tick
+    step2 = store2.reconcile().launch_step
+    assert (step2.promoted, step2.held_by_concurrency, step2.held_by_speed) == (2, 0, 3)
+    assert store2.count(S.QUEUED) == step2.held
+    store3, _ = make_store(upscaling_speed=1.0, max_concurrent_launches=3)
+    for i in range(4):
+        bring(store3, f"run{i}", S.RAY_RUNNING)   # speed 1 x 4 running a: 4 allowed
+    store3.apply_plan({"a": 6})
+    step3 = store3.reconcile().launch_step       # the budget (3) binds before the speed
+    assert (step3.promoted, step3.held_by_concurrency, step3.held_by_speed) == (3, 3, 0)
+    assert store3.reconcile().launch_step == LaunchStep(3, 0, 3, 0)   # 3 in flight now
+    empty, _ = make_store()
+    assert empty.reconcile().launch_step == LaunchStep()
+
+
+def test_held_counts_equal_rays_arithmetic():
+    """compute_to_launch's ``held`` classification against Ray's own promotions: a type's
+    left-overs are its QUEUED count minus what Ray's _compute_to_launch promotes."""
+    _, instance, reconciler = _ray()
+    rng = np.random.default_rng(3)
+    for case in range(200):
+        mine, theirs = [], []
+        for i in range(int(rng.integers(1, 30))):
+            status = [S.QUEUED, S.QUEUED, S.REQUESTED, S.RAY_RUNNING][rng.integers(4)]
+            itype = "abc"[rng.integers(3)]
+            mine.append(InstanceRecord(f"i{i}", itype, status, [(S.QUEUED, 0)]))
+            pb = instance(instance_id=f"i{i}", instance_type=itype, status=status)
+            pb.status_history.append(instance.StatusHistory(instance_status=S.QUEUED,
+                                                            timestamp_ns=0))
+            theirs.append(pb)
+        speed, budget = [0.0, 0.5, 2.0, 1000.0][case % 4], [1, 4, 10][case % 3]
+        queued, running = {}, {}
+        for r in mine:
+            if r.status == S.QUEUED:
+                queued.setdefault(r.instance_type, []).append(r)
+            elif r.status == S.RAY_RUNNING:
+                running[r.instance_type] = running.get(r.instance_type, 0) + 1
+        held: dict = {}
+        compute_to_launch(queued, sum(r.status == S.REQUESTED for r in mine), running,
+                          speed, budget, held)
+        want = reconciler._compute_to_launch(
+            [p for p in theirs if p.status == S.QUEUED],
+            [p for p in theirs if p.status == S.REQUESTED],
+            [p for p in theirs if p.status == S.RAY_RUNNING], speed, budget)
+        left = {t: len(v) - len(want.get(t, [])) for t, v in queued.items()}
+        assert {t: n for t, (n, _) in held.items()} == {t: n for t, n in left.items() if n}
+
+
+def test_sim_cloud_counts_outcomes_by_type():
+    cloud = SimCloud({"a": SimNodeType(capacity=1), "b": SimNodeType(launch_failure_rate=1.0)},
+                     seed=0)
+    assert cloud.launch("a")[0] == "accepted"
+    assert cloud.launch("a")[0] == "stockout"     # the one slot is in flight
+    assert cloud.launch("b")[0] == "failed"
+    cloud.allocate("a", 0, owner="x")
+    by = cloud.by_type()
+    assert by["a"] == {"accepted": 1, "failed": 0, "stockout": 1, "lost": 0, "allocated": 1,
+                       "orphaned": 0, "in_flight": 0}
+    assert by["b"]["failed"] == 1 and by["b"]["allocated"] == 0
+    assert sum(o["accepted"] + o["failed"] + o["stockout"] + o["lost"]
+               for o in by.values()) == cloud.stats["launches"]
 
 
 def test_upscaling_speed_for_mode():

@@ -218,3 +218,72 @@ def test_build_script_reproduces_bundled(tmp_path):
     for fname in T.BUNDLED.values():
         fresh, shipped = pq.read_table(tmp_path / fname), pq.read_table(T.DATA_DIR / fname)
         assert fresh.equals(shipped, check_metadata=True), fname
+
+
+# ---- schema version 2 ------------------------------------------------------------------
+def v2_rows():
+    rows = [dict(r) for r in demand_rows()]
+    rows[0].update(app="chat", max_per_node=2, resources={"rdma": 0.5})
+    rows[2].update(app="chat", max_per_node=2)
+    rows[1].update(app="train", max_per_node=1)            # a capped placement group (g1)
+    return rows
+
+
+def v2_table(**change):
+    t = T.validate_demand(T.coerce(v2_rows(), T.DEMAND_SCHEMA, "demand"))
+    for name, values in change.items():
+        i = t.column_names.index(name)
+        t = t.set_column(i, name, pa.array(values, t.schema.field(name).type))
+    return t
+
+
+def test_v1_tables_read_as_v2_and_write_as_v1(tmp_path):
+    v1 = demand_table().drop_columns(list(T.V2_COLUMNS["demand"]))
+    back = T.validate_demand(v1)
+    assert back.column_names == T.DEMAND_SCHEMA.names
+    assert back.column("max_per_node").null_count == 3
+    T.write_demand(v1, tmp_path / "v1.parquet")
+    schema = pq.read_schema(tmp_path / "v1.parquet")
+    assert schema.metadata[b"vecsched.schema_version"] == b"1"
+    assert not set(T.V2_COLUMNS["demand"]) & set(schema.names)
+    T.write_demand(v2_rows(), tmp_path / "v2.parquet")
+    schema = pq.read_schema(tmp_path / "v2.parquet")
+    assert schema.metadata[b"vecsched.schema_version"] == b"2"
+    assert schema.field("resources").type == T.RESOURCES_TYPE
+    rows = T.read_demand(tmp_path / "v2.parquet").to_pylist()
+    assert rows[0]["resources"] == [("rdma", 0.5)] and rows[1]["max_per_node"] == 1
+    g = groups_table().drop_columns(["resources"])
+    T.write_worker_groups(g, tmp_path / "g.parquet")
+    assert pq.read_schema(tmp_path / "g.parquet").metadata[b"vecsched.schema_version"] == b"1"
+
+
+def test_v2_resources_are_checked():
+    res = [[("rdma", 0.5)], None, [("CPU", 1.0)]]
+    raises(T.validate_demand, v2_table(resources=res), "resources", row=2)
+    raises(T.validate_demand, v2_table(resources=[None, [("node:x", 1.0)], None]),
+           "resources", row=1)
+    raises(T.validate_demand, v2_table(resources=[[("disk", -1.0)], None, None]),
+           "resources", row=0)
+    raises(T.validate_demand, v2_table(resources=[[("disk", 1e-5)], None, None]),
+           "resources", row=0)
+    raises(T.validate_demand, v2_table(resources=[[("disk", math.nan)], None, None]),
+           "resources", row=0)
+    g = groups_table(resources=[[("accelerator_type:T4", 1.0)], None])
+    raises(T.validate_worker_groups, g, "resources", row=0)
+    ok = groups_table(resources=[[("rdma", 4.0)], None])
+    assert T.worker_group_specs(ok)[0].resources["rdma"] == 4.0
+
+
+def test_v2_caps_are_checked():
+    raises(T.validate_demand, v2_table(max_per_node=[0, 1, 2]), "max_per_node", row=0)
+    raises(T.validate_demand, v2_table(max_per_node=[101, 1, 101]), "max_per_node", row=0)
+    raises(T.validate_demand, v2_table(app=[None, "train", "chat"]), "app", row=0)
+    e = raises(T.validate_demand, v2_table(max_per_node=[2, 1, 3]), "max_per_node", row=2)
+    assert "one cap per app" in str(e)
+    e = raises(T.validate_demand, v2_table(max_per_node=[2, 2, 2], app=["chat", "chat", "chat"]),
+               "max_per_node", row=1)
+    assert "STRICT_SPREAD" in str(e)                 # a cap above 1 inside a group
+    rows = v2_rows() + [dict(demand_rows()[1], name="p3", app="other", max_per_node=1)]
+    with pytest.raises(T.TraceError, match="mixes apps"):
+        T.validate_demand(T.coerce(rows, T.DEMAND_SCHEMA, "demand"))
+    assert T.validate_demand(v2_table()).num_rows == 3

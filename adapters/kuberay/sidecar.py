@@ -23,14 +23,14 @@ also runs every tick on a copy of the request and any difference is counted and 
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 from typing import Optional
+
+from ..files import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -174,12 +174,7 @@ class Ledger:
         if not self.path:
             return
         try:
-            d = os.path.dirname(os.path.abspath(self.path))
-            os.makedirs(d, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".vecsched_kuberay.", dir=d)
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.snapshot(), f, indent=1)
-            os.replace(tmp, self.path)
+            write_json(self.path, self.snapshot(), indent=1)
         except Exception:
             logger.exception("vecsched kuberay: cannot write %s", self.path)
 

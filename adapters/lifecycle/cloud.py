@@ -33,6 +33,8 @@ NS_PER_S = 1_000_000_000
 
 # Outcomes of one launch.
 ACCEPTED, FAILED, STOCKOUT, LOST = "accepted", "failed", "stockout", "lost"
+# What `SimCloud.by_type` counts per instance type.
+_TYPE_COUNTS = (ACCEPTED, FAILED, STOCKOUT, LOST, "allocated", "orphaned")
 
 
 class SimClock:
@@ -136,6 +138,7 @@ class SimCloud:
         self._id = id_factory or (lambda n: f"cloud-{n:06d}")
         self._live: dict[str, int] = {}       # alive instances per type
         self._inflight: dict[str, int] = {}   # accepted launches not yet allocated, per type
+        self._by_type: dict[str, dict[str, int]] = {}   # outcomes per type (`by_type`)
 
     # ---- types and draws ----------------------------------------------------------------
     def spec(self, node_type: str) -> SimNodeType:
@@ -165,27 +168,45 @@ class SimCloud:
         used = self._live.get(node_type, 0) + self._inflight.get(node_type, 0)
         if spec.capacity is not None and used >= spec.capacity:
             self.stats["stockouts"] += 1           # no capacity left: the call errors
-            return STOCKOUT, 0
+            return self._outcome(node_type, STOCKOUT), 0
         if u_fail < spec.launch_failure_rate:
             self.stats["launch_failures"] += 1
-            return FAILED, 0
+            return self._outcome(node_type, FAILED), 0
         if u_lost < spec.launch_lost_rate:
             self.stats["lost"] += 1                # never answered
-            return LOST, 0
+            return self._outcome(node_type, LOST), 0
         self._inflight[node_type] = self._inflight.get(node_type, 0) + 1
-        return ACCEPTED, self.latency_ns(spec.alloc_latency_s, spec.latency_jitter)
+        return (self._outcome(node_type, ACCEPTED),
+                self.latency_ns(spec.alloc_latency_s, spec.latency_jitter))
+
+    def _outcome(self, node_type: str, what: str) -> str:
+        by = self._by_type.setdefault(node_type, dict.fromkeys(_TYPE_COUNTS, 0))
+        by[what] += 1
+        return what
+
+    def by_type(self) -> dict[str, dict[str, int]]:
+        """The cloud's own record per instance type: launch calls by outcome (accepted,
+        failed, stockout, lost), then allocated and orphaned accepted launches, and the
+        accepted ones still in flight (``in_flight``). For every type: accepted =
+        allocated + orphaned + in_flight."""
+        out = {}
+        for t, by in self._by_type.items():
+            out[t] = dict(by, in_flight=self._inflight.get(t, 0))
+        return out
 
     def allocate(self, node_type: str, now_ns: int, *, owner: Optional[str] = None,
                  request_id: Optional[str] = None, kind: int = Kind.WORKER) -> CloudInstance:
         """An accepted launch lands: a new alive instance."""
         self._inflight[node_type] -= 1
         self.stats["allocations"] += 1
+        self._outcome(node_type, "allocated")
         return self.add(node_type, now_ns, owner=owner, request_id=request_id, kind=kind)
 
     def orphan(self, node_type: str) -> None:
         """An accepted launch landed after its requester gave up on it."""
         self._inflight[node_type] -= 1
         self.stats["orphaned"] += 1
+        self._outcome(node_type, "orphaned")
 
     def add(self, node_type: str, now_ns: int, *, owner: Optional[str] = None,
             request_id: Optional[str] = None, kind: int = Kind.WORKER) -> CloudInstance:

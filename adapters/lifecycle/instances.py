@@ -137,13 +137,32 @@ class InvalidMove(ValueError):
     """A move the status table allows but whose record would be incomplete or unknown."""
 
 
+@dataclass(frozen=True)
+class LaunchStep:
+    """What one QUEUED -> REQUESTED step (step 5) found and did: the QUEUED records it
+    saw, how many it promoted, and how many it left QUEUED because of each launch limit.
+    A type's records left behind count against the limit that bound it: the
+    concurrent-launch budget when it was below the type's upscaling-speed allowance,
+    else the upscaling speed (`adapters/ray/explain.py` words it the same way)."""
+    queued: int = 0
+    promoted: int = 0
+    held_by_concurrency: int = 0     # max_concurrent_launches (requests in flight) used up
+    held_by_speed: int = 0           # upscaling_speed's allowance for the type used up
+
+    @property
+    def held(self) -> int:
+        return self.held_by_concurrency + self.held_by_speed
+
+
 @dataclass
 class TickMoves:
-    """The moves one `reconcile` call committed, step by step."""
+    """The moves one `reconcile` call committed, step by step, and what the launch step
+    found (`LaunchStep`)."""
     timeouts: list[Move]
     plan: list[Move]
     terminations: list[Move]
     launches: list[Move]
+    launch_step: LaunchStep = field(default_factory=LaunchStep)
 
 
 def _value_after(move: Move, rec: InstanceRecord | None, name: str):
@@ -168,18 +187,26 @@ _REQUIRED = {
 def compute_to_launch(queued_by_type: Mapping[str, Sequence[InstanceRecord]],
                       n_requested: int, n_running_by_type: Mapping[str, int],
                       upscaling_speed: float, max_concurrent_launches: int,
+                      held: dict[str, tuple[int, str]] | None = None,
                       ) -> dict[str, list[InstanceRecord]]:
     """Which QUEUED records to promote to REQUESTED this tick (§10.2).
 
     queued_by_type must list types in first-appearance order of their QUEUED records.
+    ``held``, if given, receives for each type with records left QUEUED (count, limit):
+    limit "max_concurrent_launches" when the budget left was below the type's speed
+    allowance, else "upscaling_speed".
     """
     out: dict[str, list[InstanceRecord]] = {}
     in_flight = n_requested
     for itype, queued in queued_by_type.items():
         running = n_running_by_type.get(itype, 0)
         desired = max(1, math.ceil(upscaling_speed * max(running, 1)))
-        n = min(max_concurrent_launches - in_flight, desired)
+        budget = max_concurrent_launches - in_flight
+        n = min(budget, desired)
         n = min(max(0, n), len(queued))
+        if held is not None and n < len(queued):
+            held[itype] = (len(queued) - n, "max_concurrent_launches" if budget < desired
+                           else "upscaling_speed")
         # Oldest first: by the sorted QUEUED entry times (a retried record keeps its first
         # queue time and so goes ahead); the sort is stable, so ties keep store order.
         out[itype] = sorted(queued, key=lambda r: sorted(r.times_ns(S.QUEUED)))[:n]
@@ -221,6 +248,7 @@ class InstanceStore:
         self.config = config or ReconcileConfig()
         self._records: dict[str, InstanceRecord] = {}
         self.version = 0                  # bumped by every committed, non-empty batch
+        self.last_launch_step = LaunchStep()   # what the latest launch_moves() found
 
     # ---- reading -----------------------------------------------------------------------
     def now_ns(self) -> int:
@@ -386,10 +414,18 @@ class InstanceStore:
             elif rec.status == S.RAY_RUNNING:
                 running[rec.instance_type] = running.get(rec.instance_type, 0) + 1
         if not queued_by_type:
+            self.last_launch_step = LaunchStep()
             return []
         c = self.config
+        held: dict[str, tuple[int, str]] = {}
         chosen = compute_to_launch(queued_by_type, n_requested, running,
-                                   c.upscaling_speed, c.max_concurrent_launches)
+                                   c.upscaling_speed, c.max_concurrent_launches, held)
+        self.last_launch_step = LaunchStep(
+            queued=sum(len(v) for v in queued_by_type.values()),
+            promoted=sum(len(v) for v in chosen.values()),
+            held_by_concurrency=sum(n for n, why in held.values()
+                                    if why == "max_concurrent_launches"),
+            held_by_speed=sum(n for n, why in held.values() if why == "upscaling_speed"))
         moves, fresh = [], None
         for instance_type, recs in chosen.items():
             for rec in recs:
@@ -419,4 +455,5 @@ class InstanceStore:
             launches, terminations = schedule(self)
             plan = self.apply_plan(launches, terminations)
         terminations_ = self.handle_terminations()
-        return TickMoves(timeouts, plan, terminations_, self.launch_queued())
+        launches = self.launch_queued()
+        return TickMoves(timeouts, plan, terminations_, launches, self.last_launch_step)

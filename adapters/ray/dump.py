@@ -27,9 +27,10 @@ import importlib
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
+
+from ..files import write_json
 
 FORMAT = "vecsched-scheduling-request/1"
 ENV_DUMP_DIR = "VECSCHED_DUMP_DIR"
@@ -129,20 +130,7 @@ def dump_request(request, path: str, context: Optional[dict] = None) -> str:
 
     doc = {"format": FORMAT, "ray_version": ray.__version__,
            "context": context or {}, "request": _enc(request)}
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".request.", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, separators=(",", ":"))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
+    return write_json(path, doc, separators=(",", ":"))
 
 
 def load_dump(path: str) -> dict:

@@ -28,6 +28,9 @@ class EngineScheduler(ResourceDemandScheduler):
     injected. Bad input raises ``engine.ProblemError`` naming the field; the
     scheduler's own state (pending-idle timestamps) is then left as it was.
 
+    ``warm=False``: do not compile (or load) the codec's scan in the constructor
+    (whoever passes it warms up on its own, adapters/ray/warming.py).
+
     ``mode``: ``"ray-compat"`` (the default: Ray 2.60's decisions) or
     ``"efficient"`` (``engine.efficient``: chosen for cost, not Ray-exact; it
     cancels unneeded pending nodes itself, so Ray's pending-idle tracking is not
@@ -37,14 +40,14 @@ class EngineScheduler(ResourceDemandScheduler):
 
     def __init__(self, event_logger=None, *, new_id: Optional[Callable[[], str]] = None,
                  now_ns: Optional[Callable[[], int]] = None,
-                 monotonic: Optional[Callable[[], float]] = None,
+                 monotonic: Optional[Callable[[], float]] = None, warm: bool = True,
                  mode: str = "ray-compat", options=None):
         if mode not in MODES:
             raise ValueError(f"mode: unknown scheduling mode {mode!r}; available: {MODES}")
         if options is not None and mode != "efficient":
             raise ValueError("options: only mode='efficient' takes options")
         super().__init__(event_logger)
-        self.engine_mode = mode          # (``mode`` is taken: install.py's engine / shadow)
+        self.engine_mode = mode          # (``mode`` is taken: the installed subclass's engine / shadow)
         self._options = options
         self.last_plan = None
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
@@ -61,7 +64,8 @@ class EngineScheduler(ResourceDemandScheduler):
         # The last tick's array widths: its columns are only what it names, so
         # these follow the cluster, not its history (placement groups churn).
         self.last_shape: dict = {}
-        wire.warmup()                  # the codec's numba scan, compiled or loaded once
+        if warm:
+            wire.warmup()              # the codec's numba scan, compiled or loaded once
 
     def schedule(self, request: SchedulingRequest) -> SchedulingReply:
         # The cyclic garbage collector is paused for the tick: decoding allocates

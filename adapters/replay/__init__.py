@@ -10,10 +10,13 @@ One concept per module:
 | ``cluster.py`` | the stand-in for Ray's raylets and placement group scheduler |
 | ``schedulers.py`` | the schedulers (engine through ``EngineScheduler``, baseline, Ray) |
 | ``simulation.py`` | one replay: the tick loop on the simulated clock and cloud |
-| ``metrics.py`` | what a replay measures |
+| ``metrics.py`` | what a replay measures (definitions, cost, launch-limit warnings) |
+| ``accounting.py`` | the instances, from the store and from the simulated cloud, checked |
+| ``demand.py`` | units in = placed + still pending + infeasible, pending times |
 | ``plots.py`` | PNG plots (matplotlib, the ``cli`` extra) |
 | ``demo.py`` | ``vecsched demo``: one realistic tick decided three ways |
-| ``command.py`` | the ``demo`` / ``replay`` subcommands and their report |
+| ``command.py`` | the ``demo`` / ``replay`` subcommands |
+| ``report.py`` | the replay's tables, legend and progress lines (rich) |
 
     from adapters.replay import replay, Window, GangOverlay
     r = replay(None, "engine", window=Window(start=None, pods=500, arrival_scale=200),

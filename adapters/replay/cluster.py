@@ -48,9 +48,17 @@ is left over as pending demand. This module plays that part, deliberately simply
   and wildcard quantities (all of them, so those entries are left out of the
   availability, as the GCS leaves out exhausted entries) and 0.001 of each
   ``bundle_group`` entry; and the node carries the dynamic label ``_PG_<pg>: ""``.
+- **Implicit per-node slots** (``node:__internal_implicit_resource_<app>``, what a
+  per-node cap becomes, ``adapters.traces.cap_slot``): every node holds 1 of each
+  without declaring it. As Ray 2.60's GCS reports them (checked on a live
+  ``ray.init``), they are absent from a node's totals, and in its available map only
+  while some of the slot is held (``(1 - held)``; gone again once free).
 - **Arithmetic.** Quantities are held in Ray's fixed point (1e-4 units, as the raylet's
   ``FixedPoint``), so freeing exactly undoes placing; the autoscaler is shown
-  ``(total - used) / 1e4`` as floats.
+  ``(total - used) / 1e4`` as floats. The raylet truncates a quantity to whole units;
+  the stand-in rounds, which differs only by float noise for the quantities traces give
+  (0.29 CPU is 2899.99... units), except for a slot's 1/c: there it truncates as Ray
+  does (1/6 holds 1666 units, so six fit in 10000; rounded, only five would).
 """
 from __future__ import annotations
 
@@ -58,6 +66,8 @@ import heapq
 from collections import deque
 
 import numpy as np
+
+from engine.dtypes import IMPLICIT_PREFIX
 
 from .gangs import Gangs
 
@@ -76,11 +86,17 @@ class Cluster:
         R = len(self.columns)
         self.avoid_gpu_nodes = bool(avoid_gpu_nodes)
         gpu = self.col.get("GPU")
+        self.implicit = np.array([c.startswith(IMPLICIT_PREFIX) for c in self.columns],
+                                 dtype=bool)
+        self.implicit_cols = [(c, self.col[c]) for c in self.columns
+                              if c.startswith(IMPLICIT_PREFIX)]
         self.shapes = list(shapes)
         self.shape_fp = np.zeros((len(shapes), R), dtype=np.int64)
         for s, sh in enumerate(shapes):
             for k, v in sh.items():
-                self.shape_fp[s, self.col[k]] = int(round(float(v) * SCALE))
+                x = float(v) * SCALE
+                self.shape_fp[s, self.col[k]] = int(x) if self.implicit[self.col[k]] \
+                    else int(round(x))
         self.shape_pos = [np.flatnonzero(row > 0) for row in self.shape_fp]
         # shapes that ask for no GPU (Ray's ResourceRequest.Has(GPU) is false)
         self.shape_cpu_only = (np.ones(len(shapes), bool) if gpu is None
@@ -134,6 +150,7 @@ class Cluster:
         row = np.zeros((1, len(self.columns)), dtype=np.int64)
         for k, v in resources.items():
             row[0, self.col[k]] = int(round(float(v) * SCALE))
+        row[0, self.implicit] = SCALE              # 1 of every implicit slot
         self.ids.append(instance_id)
         self.types.append(type_name)
         self.total_maps.append(dict(resources))
@@ -188,6 +205,9 @@ class Cluster:
         total = self.total_maps[slot]
         free = self.total[slot] - self.used[slot]
         avail = {k: float(free[self.col[k]]) / SCALE for k in total}
+        for k, j in self.implicit_cols:            # a slot shows only while held
+            if self.used[slot, j]:
+                avail[k] = float(free[j]) / SCALE
         idle = 0 if self.running[slot] else int(round((now - self.idle_since[slot]) * 1000))
         members = self._members_on(slot)
         if not members:

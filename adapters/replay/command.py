@@ -13,7 +13,32 @@ import json
 import time
 from dataclasses import asdict
 
+from ..cli_warmup import warm_with_spinner
+
 CLI_EXTRA = "pip install 'vecsched[cli]'"
+
+METRICS_HELP = """\
+metrics (adapters/replay/metrics.py defines each; the identities are checked every replay):
+  pending time         arrival (or requeue) to placement; units still pending count their
+                       wait so far
+  node-hours           cloud instance allocated (ALLOCATED) to TERMINATED, boot included,
+                       head included; GPU-hours = node-hours x GPUs
+  cost                 node-hours x the worker group's price per node-hour (only when a
+                       group has a price; the head is not priced)
+  instances decided    records the scheduler's launches created (QUEUED)
+  requested            launch calls the simulated cloud received (retries included)
+  allocated / failed   what the cloud answered: instances allocated / calls that errored
+  running              instances whose ray node joined
+  never launched       records that never left QUEUED (cancelled, or queued at the end)
+                       requested = allocated + failed (+ lost, orphaned, in flight);
+                       decided = launched + never launched
+  running / allocated  per tick, peak / mean (and the plots): ray node up / cloud instance
+                       billed, head included
+  launches held back   ticks whose QUEUED -> REQUESTED step left records queued because of
+                       --max-launches or --upscaling-speed; a warning names the knob when
+                       that happened in >= {share:.0%} of the ticks with instances to launch
+                       (and >= {ticks} ticks)
+"""
 
 
 def _console():
@@ -43,6 +68,7 @@ def run_demo(args) -> int:
     tick = demo_tick(seed=args.seed, n_running=args.nodes, n_pending=args.pending,
                      trace=args.trace)
     console.print(f"[bold]One tick[/bold] - {tick.description}")
+    warm = warm_with_spinner(console)
     with_ray = not args.no_ray
     if with_ray and not _have_ray():
         console.print("[yellow]ray is not installed: deciding without Ray's scheduler "
@@ -67,7 +93,8 @@ def run_demo(args) -> int:
     for k in kinds:
         by_type.add_row(k, *(str(r["launch"].get(k, 0)) for r in rows.values()))
     console.print(by_type)
-    console.print(f"engine kernel warm-up (JIT compile or cache load): {res['compile_s']:.2f} s")
+    console.print(f"engine kernel warm-up ({'JIT compile' if warm['compiled'] else 'cache load'})"
+                  f": {warm['seconds']:.2f} s")
     if "same_as_ray" in res:
         verdict = "[green]identical[/green]" if res["same_as_ray"] else "[red]DIFFERENT[/red]"
         console.print(f"engine vs Ray 2.60 decisions: {verdict}; "
@@ -135,6 +162,12 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
                         "(untimed, off the tick path) and write each scheduler's gap to "
                         "the optimum to summary.json (needs the solver extra; "
                         "adapters/replay/cross_check.py)")
+    r.add_argument("--progress-every", type=float, default=10.0, metavar="SECONDS",
+                   help="without a terminal (output to a file or a pipe): a progress line "
+                        "at least every SECONDS, and at every tenth of the ticks (10)")
+    from .metrics import HELD_MIN_TICKS, HELD_SHARE
+    r.formatter_class = argparse.RawDescriptionHelpFormatter
+    r.epilog = METRICS_HELP.format(share=HELD_SHARE, ticks=HELD_MIN_TICKS)
 
 
 def summary(trace, config, results, *, compile_s: float, wall_s: float,
@@ -142,8 +175,11 @@ def summary(trace, config, results, *, compile_s: float, wall_s: float,
     """What ``summary.json`` holds: the trace and its scaling, the config, one metrics
     dict per scheduler (``schedulers.<name>``, same keys for every scheduler), the Ray
     check, and any ``extra`` top-level keys."""
+    from .metrics import DEFINITIONS
     out = {"trace": trace.name, "scaling": trace.scaling, "warnings": trace.warnings,
-           "placement_groups": trace.gangs.describe(), "config": asdict(config),
+           "placement_groups": trace.gangs.describe(), "caps": trace.caps,
+           "config": asdict(config),
+           "price_source": trace.price_source, "definitions": list(DEFINITIONS),
            "compile_s": compile_s, "wall_s": wall_s,
            "schedulers": {r.scheduler: r.metrics for r in results},
            "check_ray": next((r.check for r in results if r.check), None)}
@@ -152,7 +188,6 @@ def summary(trace, config, results, *, compile_s: float, wall_s: float,
 
 
 def run_replay(args) -> int:
-    from engine import warmup
     from engine.problem import ProblemError
 
     from ..traces import TraceError
@@ -181,6 +216,9 @@ def run_replay(args) -> int:
         else:
             console.print("[red]error:[/red] ray is not installed (pip install 'vecsched[ray]')")
             return 2
+    if not args.progress_every > 0:
+        console.print(f"[red]error:[/red] --progress-every must be > 0, got {args.progress_every}")
+        return 2
     check = ("engine" in names and have_ray) if args.check_ray is None else args.check_ray
     if check and "engine" not in names:
         console.print("[red]error:[/red] --check-ray checks the engine: add engine to --scheduler")
@@ -206,15 +244,23 @@ def run_replay(args) -> int:
     console.print(f"scaling: {trace.scaling}")
     if trace.gangs.G:
         console.print(f"placement groups: {trace.gangs.describe()}")
+    if trace.caps:
+        console.print(trace.caps)
     for w in trace.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
-    compile_s = warmup()
+    compile_s = warm_with_spinner(console)["seconds"]
     from .cross_check import for_command, table as cross_table
     checker = for_command(args.cross_check, make)
     results = _run_all(console, names, check, trace, config,
-                       checker.make if checker else make, Replay)
+                       checker.make if checker else make, Replay, args.progress_every)
 
+    from .report import hours_table, legend, summary_table
     console.print(summary_table(results))
+    for line in legend(results):
+        console.print(line, style="dim", highlight=False)
+    for r in results:
+        for w in r.metrics["launch_limits"]["warnings"]:
+            console.print(f"[yellow]warning:[/yellow] {r.scheduler}: {w}", highlight=False)
     console.print(hours_table(results))
     if checker:
         console.print(cross_table(checker.summary()))
@@ -249,10 +295,20 @@ def run_replay(args) -> int:
     return code
 
 
-def _run_all(console, names, check, trace, config, make, Replay) -> list:
+def _run_all(console, names, check, trace, config, make, Replay, every_s: float = 10.0
+             ) -> list:
+    """Each scheduler's replay, with rich's progress bars on a terminal and progress
+    lines otherwise (``ProgressLines``)."""
+    from .report import ProgressLines
+    results = []
+    if not console.is_terminal:
+        for name in names:
+            lines = ProgressLines(console, name, every_s)
+            sched = make(name, check_ray=check and name == "engine")
+            results.append(Replay(trace, sched, config).run(lines))
+        return results
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn)
-    results = []
     with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("ticks"), TimeElapsedColumn(), console=console) as progress:
         for name in names:
@@ -264,66 +320,3 @@ def _run_all(console, names, check, trace, config, make, Replay) -> list:
             sched = make(name, check_ray=check and name == "engine")
             results.append(Replay(trace, sched, config).run(tick))
     return results
-
-
-def summary_table(results):
-    from rich.table import Table
-    rows = [
-        ("units in", lambda m: f"{m['units_in']}"),
-        ("placed", lambda m: f"{m['placed']}"),
-        ("never placed: still pending", lambda m: f"{m['still_pending']}"),
-        ("never placed: infeasible", lambda m: f"{m['infeasible']}"),
-        ("requeued (node lost)", lambda m: f"{m['requeued']}"),
-        ("pending time p50 / p95 / p99 (s)",
-         lambda m: f"{m['pending_p50_s']:.0f} / {m['pending_p95_s']:.0f} / "
-                   f"{m['pending_p99_s']:.0f}"),
-        ("node-hours", lambda m: f"{m['node_hours']:.1f}"),
-        ("GPU-hours", lambda m: f"{m['gpu_hours']:.1f}"),
-        ("utilisation CPU / GPU", lambda m: f"{m['util_cpu']:.1%} / {m['util_gpu']:.1%}"),
-        ("peak / mean instances", lambda m: f"{m['peak_nodes']} / {m['mean_nodes']:.0f}"),
-        ("launches", lambda m: f"{m['launches']}"),
-        ("terminations", lambda m: f"{m['terminations']}"),
-        ("ticks (lost)", lambda m: f"{m['ticks']} ({m['rejected_ticks']})"),
-        ("tick time p50 / p99 (ms)",
-         lambda m: f"{m['tick_p50_ms']:.1f} / {m['tick_p99_ms']:.1f}"),
-        ("scheduler time total (s)", lambda m: f"{m['scheduler_s']:.2f}"),
-        ("replay wall time (s)", lambda m: f"{m['wall_s']:.1f}" + (
-            f" (Ray check {m['check_ray_s']:.1f})" if m["check_ray_s"] else "")),
-    ]
-    if any(r.metrics["placement_groups"] for r in results):
-        rows.insert(4, ("placement groups (infeasible at the end)",
-                        lambda m: f"{m['placement_groups']} ({m['infeasible_placement_groups']})"))
-    table = Table(title=f"Replay summary ({results[0].metrics['sim_end_s'] / 60:.0f} simulated "
-                        f"minutes)")
-    table.add_column("metric")
-    for r in results:
-        table.add_column(r.scheduler, justify="right")
-    for label, fmt in rows:
-        table.add_row(label, *(fmt(r.metrics) for r in results))
-    return table
-
-
-def hours_table(results, top: int = 8):
-    from rich.table import Table
-    hours: dict = {}
-    for r in results:
-        for k, v in r.metrics["node_hours_by_type"].items():
-            hours[k] = hours.get(k, 0.0) + v
-    kinds = sorted(hours, key=lambda k: (-hours[k], k))
-    table = Table(title="Node-hours (GPU-hours) by worker group")
-    table.add_column("worker group")
-    for r in results:
-        table.add_column(r.scheduler, justify="right")
-
-    def cell(m, k):
-        n = m["node_hours_by_type"].get(k, 0.0)
-        g = m["gpu_hours_by_type"].get(k)
-        return f"{n:.1f}" + (f" ({g:.1f})" if g else "")
-    for k in kinds[:top]:
-        table.add_row(k, *(cell(r.metrics, k) for r in results))
-    rest = kinds[top:]
-    if rest:
-        table.add_row(f"{len(rest)} others", *(
-            f"{sum(r.metrics['node_hours_by_type'].get(k, 0.0) for k in rest):.1f}"
-            for r in results))
-    return table

@@ -8,7 +8,8 @@ the mode alone. It is not Ray-exact, so ``--check-ray`` does not apply to it.
 
 Prices: the worker-group table's ``price`` column (per node-hour) when the trace's
 groups have one (``LoadedTrace.prices``, handed over by ``Replay`` through
-``use_trace``), else the mode's proxy (1 + GPUs per node-hour). A replay scheduler
+``use_trace``; the bundled tables carry illustrative ones, ``adapters/traces/prices.py``),
+else the mode's proxy (1 + GPUs per node-hour). A replay scheduler
 object is bound to one trace's prices; ``start`` keeps them.
 """
 from __future__ import annotations
@@ -45,14 +46,17 @@ class EfficientSched(EngineSched):
         return self._kwargs["options"]
 
 
-def _options(prices: Optional[Mapping[str, float]]):
+def _options(prices: Optional[Mapping[str, Optional[float]]]):
+    """EfficientOptions priced by ``prices`` (type -> price or None: unknown). Unknown
+    prices are left out; the mode uses the proxy unless every type it may launch has
+    one (``engine.solver.price_vector``)."""
     from engine.efficient import EfficientOptions
-    if prices:
-        for k, v in prices.items():
-            if not v > 0:
-                raise ValueError(f"worker_groups.price of {k!r}: the efficient mode needs "
-                                 f"prices > 0, got {v!r}")
-    return EfficientOptions(prices=dict(prices) if prices else None)
+    known = {k: float(v) for k, v in (prices or {}).items() if v is not None}
+    for k, v in known.items():
+        if not v > 0:
+            raise ValueError(f"worker_groups.price of {k!r}: the efficient mode needs "
+                             f"prices > 0, got {v!r}")
+    return EfficientOptions(prices=known or None)
 
 
 __all__ = ["EfficientSched"]

@@ -25,8 +25,9 @@ should exercise placement groups adds them with a **gang overlay** (``vecsched r
   and seed give the same groups. ``describe()`` states what was drawn.
 
 Groups the trace itself names (a non-null ``group_id``) are replayed as PACK groups (the
-schema records no strategy), arriving with their first member and leaving with their
-last, like overlay groups.
+schema records no strategy), or STRICT_SPREAD when their rows carry ``max_per_node`` 1
+(schema version 2), arriving with their first member and leaving with their last, like
+overlay groups.
 
 How the cluster places a group and how the scheduler sees one are in ``cluster.py``
 (atomic placement, per strategy) and ``simulation.py`` (the GCS encoding).
@@ -111,11 +112,13 @@ def pg_hex(g: int) -> str:
 
 
 def build(unit_count: int, trace_groups: Sequence[Optional[str]], overlay: GangOverlay,
-          eligible: np.ndarray, fits_merged: Callable[[np.ndarray], bool]) -> Gangs:
+          eligible: np.ndarray, fits_merged: Callable[[np.ndarray], bool],
+          spread_groups=frozenset()) -> Gangs:
     """The groups of a window of ``unit_count`` units in arrival order: first the
-    trace's (``trace_groups[u]``: the row's group_id or None), then the overlay's over
-    the ``eligible`` units; ``fits_merged(units)`` says whether a STRICT_PACK group of
-    those units fits some worker group."""
+    trace's (``trace_groups[u]``: the row's group_id or None; STRICT_SPREAD for the
+    ids in ``spread_groups``, PACK otherwise), then the overlay's over the ``eligible``
+    units; ``fits_merged(units)`` says whether a STRICT_PACK group of those units fits
+    some worker group."""
     members: list[list[int]] = []
     strategy: list[str] = []
     source: list[str] = []
@@ -128,7 +131,7 @@ def build(unit_count: int, trace_groups: Sequence[Optional[str]], overlay: GangO
         if g is None:
             g = first_of[gid] = len(members)
             members.append([])
-            strategy.append("PACK")
+            strategy.append("STRICT_SPREAD" if gid in spread_groups else "PACK")
             source.append("trace")
         members[g].append(u)
         taken[u] = True

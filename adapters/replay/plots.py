@@ -3,8 +3,10 @@
 ``write_plots(results, out_dir)`` writes, for a list of ``replay.ReplayResult``:
 
 - ``pending.png``        pending demand units over simulated time, one line per scheduler
-- ``nodes_by_type.png``  live instances by worker group over time, one panel per
-                         scheduler (the largest groups by node-hours, the rest as "other")
+- ``nodes_by_type.png``  running instances (ray node up) by worker group over time, one
+                         panel per scheduler (the largest groups by node-hours, the rest
+                         as "other"), with lines for the allocated (billed) instances and
+                         for those plus the requested and queued ones
 - ``tick_time.png``      the scheduler's wall time per tick over simulated time (log scale)
 """
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
+from .trace import HEAD_TYPE
 
 COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
           "tab:pink", "tab:olive", "tab:cyan")
@@ -54,33 +58,44 @@ def _top_types(results) -> list:
     hours: dict[str, float] = {}
     for r in results:
         for k, v in r.metrics["node_hours_by_type"].items():
-            hours[k] = hours.get(k, 0.0) + v
+            if k != HEAD_TYPE:                   # always one: drawn with "other"
+                hours[k] = hours.get(k, 0.0) + v
     return [k for k, _ in sorted(hours.items(), key=lambda kv: (-kv[1], kv[0]))][:TOP_TYPES]
 
 
 def plot_nodes(results, path) -> Path:
+    """Running instances (ray node up) stacked by worker group; a line for the allocated
+    (billed) instances and a dotted one adding those requested and queued."""
     top = _top_types(results)
     n = len(results)
     fig = _figure(9, 2.8 * n + 0.8)
     axes = [fig.add_subplot(n, 1, i + 1) for i in range(n)]
-    ymax = max([int(r.series["nodes"].sum(axis=1).max()) if len(r.series["nodes"]) else 0
-                for r in results] + [1])
+
+    def wanted(r):
+        return (np.asarray(r.series["allocated"]).sum(axis=1) + r.series["requested"]
+                + r.series["queued"])
+    ymax = max([int(wanted(r).max()) if len(r.series["t_s"]) else 0 for r in results] + [1])
     for ax, r in zip(axes, results):
         names = list(r.type_names)
-        nodes = np.asarray(r.series["nodes"])
+        running = np.asarray(r.series["running"])
         idx = [names.index(t) for t in top if t in names]
         other = np.ones(len(names), dtype=bool)
         other[idx] = False
-        stacks = [nodes[:, j] for j in idx] + [nodes[:, other].sum(axis=1)]
+        stacks = [running[:, j] for j in idx] + [running[:, other].sum(axis=1)]
         labels = [names[j] for j in idx] + ["other (incl. head)"]
         colors = [COLORS[k % len(COLORS)] for k in range(len(idx))] + ["lightgrey"]
-        ax.stackplot(_minutes(r), *stacks, labels=labels, colors=colors, lw=0)
+        t = _minutes(r)
+        ax.stackplot(t, *stacks, labels=labels, colors=colors, lw=0)
+        ax.plot(t, np.asarray(r.series["allocated"]).sum(axis=1), color="black", lw=0.9,
+                label="allocated (billed)")
+        ax.plot(t, wanted(r), color="black", lw=0.8, ls=":",
+                label="+ requested + queued")
         ax.set_ylim(0, ymax * 1.05)
         ax.set_ylabel("instances")
-        ax.set_title(f"{r.scheduler}: live instances by worker group", fontsize=10)
+        ax.set_title(f"{r.scheduler}: running instances by worker group", fontsize=10)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("simulated time (min)")
-    axes[0].legend(loc="upper left", fontsize=7, ncol=3)
+    axes[0].legend(loc="upper left", fontsize=7, ncol=3, framealpha=0.85)
     fig.tight_layout()
     fig.savefig(path)
     return Path(path)

@@ -125,7 +125,8 @@ class ReplayResult:
     trace: str
     scaling: str
     metrics: dict                    # see metrics.summarize
-    series: dict                     # per tick: t_s, pending, nodes (ticks, T), tick_s
+    series: dict                     # per tick: t_s, pending, running / allocated (ticks, T),
+                                     # queued, requested, tick_s (metrics.Metrics.series)
     type_names: list
     warnings: list
     decisions: list = field(default_factory=list)   # Decision.key() per tick, if recorded
@@ -286,6 +287,7 @@ class Replay:
             self.metrics.rejected(now, str(e))
         else:
             self.metrics.applied(moves.plan)
+            self.metrics.launch_step(moves.launch_step)
         self._sync(now)
         if self.record:
             self.decisions.append(self.last.key() if self.last is not None else None)

@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from engine.build import NodeTypeSpec
+from engine.dtypes import IMPLICIT_PREFIX
 
 from ..traces import (ACCELERATOR_PREFIX, BUNDLED, DEFAULT_TRACE, TRACES, TraceError,
                       bundled, bundled_trace, demand_shape, gpu_spec_options, or_list_count,
@@ -112,7 +113,9 @@ class LoadedTrace:
     oversized: int = 0               # units no node type can hold (incl. the head)
     warnings: list = field(default_factory=list)
     gangs: Optional[Gangs] = None    # placement groups (None: none)
-    prices: Optional[dict] = None    # type -> the worker groups' price per node-hour, if any
+    prices: dict = field(default_factory=dict)   # worker group -> price per node-hour or None
+    price_source: Optional[str] = None           # where the prices come from, if stated
+    caps: str = ""                               # the per-node caps, in words ("": none)
 
     def __post_init__(self):
         if self.gangs is None:
@@ -168,7 +171,10 @@ def resolve(trace: Union[str, Path, pa.Table, None],
 
 
 def _fits(shape: dict, resources: dict) -> bool:
-    return all(q <= resources.get(k, 0.0) * (1 + 1e-12) for k, q in shape.items() if q > 0)
+    """Whether one unit of ``shape`` fits an empty node with ``resources`` (an implicit
+    per-node slot, which no node declares, counts as 1.0, as in Ray)."""
+    return all(q <= resources.get(k, 1.0 if k.startswith(IMPLICIT_PREFIX) else 0.0)
+               * (1 + 1e-12) for k, q in shape.items() if q > 0)
 
 
 def load(trace=None, groups=None, window: Window = Window(),
@@ -238,8 +244,15 @@ def load(trace=None, groups=None, window: Window = Window(),
             for k, v in shapes[unit_shape[u]].items():
                 merged[k] = merged.get(k, 0.0) + v
         return any(_fits(merged, dict(t.resources)) for t in types)
-    pg = build_gangs(len(rows), table.column("group_id").to_pylist(), gangs,
-                     fits_type[unit_shape], fits_merged)
+    group_ids = table.column("group_id").to_pylist()
+    caps = table.column("max_per_node").to_pylist()
+    capped = np.array([c is not None for c in caps], dtype=bool)
+    spread = {g for g, c in zip(group_ids, caps) if g is not None and c == 1}
+    # Capped units never join the overlay's groups (Ray Serve refuses a per-node cap
+    # with placement group bundles).
+    pg = build_gangs(len(rows), group_ids, gangs, fits_type[unit_shape] & ~capped,
+                     fits_merged, spread_groups=spread)
+    cap_note = _caps_note(table, capped, len(spread))
     rows = np.asarray(rows, dtype=np.int64)
     if pg.G:
         arr, dur, order = together(pg, arr, dur)
@@ -248,18 +261,29 @@ def load(trace=None, groups=None, window: Window = Window(),
     scaling = window.describe(n_rows)
     if gangs.share > 0:
         scaling += f"; gang overlay {gangs.share:g} (seed {gangs.seed})"
+    prices = dict(zip(wg.column("type").to_pylist(), wg.column("price").to_pylist()))
+    source = (wg.schema.metadata or {}).get(b"vecsched.price_source")
+    price_source = None
+    if any(v is not None for v in prices.values()):
+        price_source = source.decode() if source else "the worker groups' price column"
     return LoadedTrace(
         name=name, types=[HEAD] + types, arrival_s=arr, duration_s=dur,
         unit_shape=unit_shape, shapes=shapes, rows=rows,
         scaling=scaling, oversized=oversized, warnings=warnings, gangs=pg,
-        prices=worker_group_prices(wg))
+        prices=prices, price_source=price_source, caps=cap_note)
 
 
-def worker_group_prices(table: pa.Table) -> Optional[dict]:
-    """type -> price per node-hour of the worker groups whose ``price`` is known
-    (validated > 0 by ``adapters.traces``); None when none is (the bundled tables)."""
-    if "price" not in table.column_names:
-        return None
-    out = {t: float(x) for t, x in zip(table.column("type").to_pylist(),
-                                       table.column("price").to_pylist()) if x is not None}
-    return out or None
+def _caps_note(table: pa.Table, capped: np.ndarray, n_spread: int) -> str:
+    """The window's per-node caps in words ("" when none)."""
+    if not capped.any():
+        return ""
+    apps = table.column("app").to_pylist()
+    caps = table.column("max_per_node").to_pylist()
+    by_app = {a: c for a, c, k in zip(apps, caps, capped) if k}
+    hist: dict[int, int] = {}
+    for c in by_app.values():
+        hist[c] = hist.get(c, 0) + 1
+    where = ", ".join(f"{n} at {c}" for c, n in sorted(hist.items()))
+    return (f"per-node caps: {len(by_app)} apps ({where}), {int(capped.sum())} units; "
+            f"independent requests ask 1/cap of the app's implicit per-node slot, "
+            f"{n_spread} capped placement groups are STRICT_SPREAD")

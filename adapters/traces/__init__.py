@@ -8,21 +8,22 @@ tables column by column, how each bundled file was derived, and their licences.
 
 Trace I/O lives here, in the adapters: the engine does no I/O.
 """
-from .mapping import (demand_selector, demand_shape, gpu_spec_options, or_list_count,
-                      worker_group_specs)
+from .mapping import (cap_slot, demand_selector, demand_shape, gpu_spec_options,
+                      or_list_count, worker_group_specs)
 from .parquet import (BUNDLED, DATA_DIR, DEFAULT_TRACE, TRACES, WORKER_GROUP_SETS, bundled,
                       bundled_trace, read_demand, read_worker_groups, write_demand,
                       write_worker_groups)
 from .schema import (ACCELERATOR_DEMAND, ACCELERATOR_LABEL, ACCELERATOR_PREFIX, ARRIVAL_TYPES,
-                     DEMAND_SCHEMA, LABELS_TYPE, OR_LIST_POLICIES, SCHEMA_VERSION,
-                     WORKER_GROUP_SCHEMA, TraceError, coerce, validate_demand,
-                     validate_worker_groups)
+                     DEMAND_SCHEMA, LABELS_TYPE, MAX_PER_NODE, OR_LIST_POLICIES,
+                     RESOURCES_TYPE, SCHEMA_VERSION, V2_COLUMNS, WORKER_GROUP_SCHEMA,
+                     TraceError, coerce, validate_demand, validate_worker_groups)
 
 __all__ = [
     "ACCELERATOR_DEMAND", "ACCELERATOR_LABEL", "ACCELERATOR_PREFIX", "ARRIVAL_TYPES", "BUNDLED",
-    "DATA_DIR", "DEFAULT_TRACE", "DEMAND_SCHEMA", "LABELS_TYPE", "OR_LIST_POLICIES",
-    "SCHEMA_VERSION", "TRACES", "WORKER_GROUP_SCHEMA", "WORKER_GROUP_SETS", "TraceError",
-    "bundled", "bundled_trace", "coerce", "demand_selector", "demand_shape", "gpu_spec_options",
+    "DATA_DIR", "DEFAULT_TRACE", "DEMAND_SCHEMA", "LABELS_TYPE", "MAX_PER_NODE",
+    "OR_LIST_POLICIES", "RESOURCES_TYPE", "SCHEMA_VERSION", "TRACES", "V2_COLUMNS",
+    "WORKER_GROUP_SCHEMA", "WORKER_GROUP_SETS", "TraceError", "bundled", "bundled_trace",
+    "cap_slot", "coerce", "demand_selector", "demand_shape", "gpu_spec_options",
     "or_list_count", "read_demand", "read_worker_groups", "validate_demand",
     "validate_worker_groups", "worker_group_specs", "write_demand", "write_worker_groups",
 ]

@@ -7,7 +7,21 @@ adapters/traces/bundled/. The raw
 files are checked against raw/SHA256SUMS (when present) before conversion, and each
 output records its source file and SHA-256 in the Parquet schema metadata. Output is
 deterministic: re-running with the same pyarrow writes byte-identical files. Every
-mapping choice is documented in bundled/README.md.
+mapping choice is documented in bundled/README.md. The worker groups' ``price`` is
+ILLUSTRATIVE (``prices.py``; the metadata key ``vecsched.price_source`` says so).
+
+Schema version 2 (custom ``resources``, ``app`` / ``max_per_node``): none of the raw
+traces converted here has them, so this script writes version-1 demand files. A
+converter for a trace that has them maps, per request (``mapping.py`` turns the columns
+into Ray's terms):
+
+- extra per-request resources (an RDMA NIC share, local disk) -> ``resources``, and the
+  same names on the worker groups that offer them (``resources`` of the group table);
+- the service / application / deployment a request is an instance of -> ``app``;
+- a per-node limit on instances of one app (e.g. ``max_instance_per_node``) ->
+  ``max_per_node`` on every row of that app (1..100, Ray Serve's
+  ``max_replicas_per_node`` bound); at 1 on the members of a gang (``group_id``) the
+  gang is replayed STRICT_SPREAD.
 """
 from __future__ import annotations
 
@@ -21,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from . import mapping, parquet, schema
+from . import mapping, parquet, prices, schema
 
 REPO = Path(__file__).resolve().parents[2]        # the repository root, in a checkout
 
@@ -133,7 +147,8 @@ def groups_table(keys: Counter) -> tuple[pa.Table, dict]:
             "labels": {schema.ACCELERATOR_LABEL: model} if model else {},
             "min_workers": 0,
             "max_workers": count,
-            "price": None,
+            "price": prices.illustrative_price(cpu_milli / 1000.0, float(memory_mib * MIB),
+                                               float(gpu), model),
         })
     rows.sort(key=lambda r: r["type"])
     names = [r["type"] for r in rows]
@@ -200,6 +215,7 @@ def main(argv=None) -> int:
     )
     for fname, rel, convert, extra in jobs:
         table, stats = convert(raw)
+        extra = {**extra, "vecsched.price_source": prices.SOURCE}
         parquet.write_worker_groups(table, out / fname,
                                    metadata=source_meta(rel, verify(raw, rel), **extra))
         print(f"{fname}: {stats}")

@@ -1,5 +1,21 @@
 """Trace rows as what the engine and Ray take: worker groups as ``NodeTypeSpec``s,
-demand rows as Ray resource bundles (``bundled/README.md``, "Mapping to the engine")."""
+demand rows as Ray resource bundles (``bundled/README.md``, "Mapping to the engine").
+
+Version 2's columns map to what Ray offers:
+
+- ``resources`` (custom resources) are added to the bundle and to the node type's
+  resources as they are (Ray custom resources: a request fits a node that has them).
+- ``max_per_node`` = c on an app's independent requests becomes Ray Serve's mechanism
+  for ``max_replicas_per_node``: each request also asks ``1 / c`` of the app's implicit
+  per-node slot ``node:__internal_implicit_resource_<app>`` (``cap_slot``). Every Ray
+  node has 1 of each implicit resource without declaring it (Ray's scheduler and
+  autoscaler count a missing one as 1.0), so at most c of the app's requests share a
+  node; worker groups declare nothing. The raylet holds 1/c as a truncated 1e-4 fixed
+  point, which keeps exactly c per node for every c up to 100 (Serve's bound).
+- ``max_per_node`` = 1 on the members of a placement group (``group_id``) makes the
+  group STRICT_SPREAD: its bundles on distinct nodes (a cap above 1 inside a placement
+  group has no Ray equivalent and is refused by the schema).
+"""
 from __future__ import annotations
 
 import math
@@ -8,6 +24,7 @@ from typing import Any, Mapping, Optional
 import pyarrow as pa
 
 from engine.build import NodeTypeSpec
+from engine.dtypes import IMPLICIT_PREFIX
 
 from .schema import (ACCELERATOR_DEMAND, ACCELERATOR_LABEL, ACCELERATOR_PREFIX,
                      OR_LIST_POLICIES, validate_worker_groups)
@@ -28,10 +45,23 @@ def worker_group_specs(table: pa.Table) -> list[NodeTypeSpec]:
         if model is not None:
             resources[ACCELERATOR_PREFIX + model] = 1.0
             labels[ACCELERATOR_LABEL] = model
+        resources.update(_custom(row.get("resources")))
         specs.append(NodeTypeSpec(
             name=row["type"], resources=resources, labels=labels, priority=0,
             min_workers=int(row["min_workers"]), max_workers=int(row["max_workers"])))
     return specs
+
+
+def cap_slot(app: str) -> str:
+    """The implicit per-node resource an app's ``max_per_node`` is counted in (Ray
+    Serve names it ``<prefix><app>:<deployment>``; here the trace's app is the unit)."""
+    return IMPLICIT_PREFIX + str(app)
+
+
+def _custom(entries) -> dict[str, float]:
+    """A ``resources`` map (list of pairs or dict) as a name-sorted dict, zeros dropped."""
+    items = entries.items() if isinstance(entries, Mapping) else (entries or ())
+    return {str(k): float(v) for k, v in sorted(items) if v}
 
 
 def gpu_spec_options(spec: Optional[str]) -> tuple[str, ...]:
@@ -52,6 +82,10 @@ def demand_shape(row: Mapping[str, Any], *, or_lists: str = "unconstrained"
     never makes a placeable request unplaceable; ``"first"`` keeps the first option.
     ``or_list_count`` counts the rows this affects; ``demand_selector`` gives the exact
     "in" constraint for callers that support label selectors.
+
+    Version 2: the row's custom ``resources`` follow, sorted by name; an independent
+    row (no ``group_id``) with ``max_per_node`` c asks ``1 / c`` of ``cap_slot(app)``
+    last (see the module docstring; a capped group is STRICT_SPREAD instead).
     """
     if or_lists not in OR_LIST_POLICIES:
         raise ValueError(f"or_lists must be one of {OR_LIST_POLICIES}, got {or_lists!r}")
@@ -65,6 +99,10 @@ def demand_shape(row: Mapping[str, Any], *, or_lists: str = "unconstrained"
     options = gpu_spec_options(row.get("gpu_spec"))
     if len(options) == 1 or (options and or_lists == "first"):
         shape[ACCELERATOR_PREFIX + options[0]] = ACCELERATOR_DEMAND
+    shape.update(_custom(row.get("resources")))
+    cap = row.get("max_per_node")
+    if cap is not None and row.get("group_id") is None:
+        shape[cap_slot(row["app"])] = 1.0 / int(cap)
     return shape
 
 

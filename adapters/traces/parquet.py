@@ -14,8 +14,10 @@ from typing import Mapping, Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .schema import (DEMAND_SCHEMA, SCHEMA_VERSION, WORKER_GROUP_SCHEMA, TableLike, coerce,
-                     validate_demand, validate_worker_groups)
+from .schema import (DEMAND_SCHEMA, SCHEMA_VERSION, V2_COLUMNS, WORKER_GROUP_SCHEMA, TableLike,
+                     coerce, validate_demand, validate_worker_groups)
+
+V1 = "1"
 
 # ---- bundled data (package data: adapters/traces/bundled/) -----------------------------
 DATA_DIR = Path(__file__).resolve().parent / "bundled"
@@ -36,9 +38,14 @@ WORKER_GROUP_SETS = ("openb_nodes", "pai2020_nodes", "spot2026_nodes")
 
 def _write(table: pa.Table, path, kind: str, schema: pa.Schema,
            metadata: Optional[Mapping[str, str]]) -> None:
+    # The smallest version that holds the data: version-2 columns that are all null are
+    # left out, and a table without any is written as version 1 (as before version 2).
+    empty = [n for n in V2_COLUMNS[kind] if table.column(n).null_count == table.num_rows]
+    table = table.drop_columns(empty)
+    version = SCHEMA_VERSION if len(empty) < len(V2_COLUMNS[kind]) else V1
     fields = [pa.field(f.name, table.schema.field(f.name).type, nullable=f.nullable)
-              for f in schema]
-    meta = {"vecsched.table": kind, "vecsched.schema_version": SCHEMA_VERSION}
+              for f in schema if f.name not in empty]
+    meta = {"vecsched.table": kind, "vecsched.schema_version": version}
     meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
     meta = {k: meta[k] for k in sorted(meta)}      # sorted: byte-identical re-writes
     table = table.cast(pa.schema(fields, metadata=meta))

@@ -7,6 +7,12 @@ Two tables (``bundled/README.md`` documents them column by column):
 - **worker groups**: one row per node type, with capacity, ``gpu_model``,
   ``labels`` (an Arrow ``map<string, string>``, not JSON) and min/max workers.
 
+**Version 2** adds optional columns (``V2_COLUMNS``): custom resources on both tables
+(``resources``, an Arrow ``map<string, double>``) and, on demand, a per-node cap per
+group of requests (``app``, ``max_per_node``). A table without them is a version-1 table
+and reads as before (the readers add them as nulls); the writers leave them out when
+they are all null, so a version-1 table is written as version 1, byte for byte.
+
 Validation is strict and happens once, at the file boundary: a ``TraceError`` names the
 table, the column and (when there is one) the first offending row. Writers
 (``parquet.py``) coerce convenient inputs (a Table, a dict of columns, or a list of row
@@ -15,6 +21,7 @@ they read.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -23,6 +30,7 @@ import pyarrow.compute as pc
 
 # ---- schema ----------------------------------------------------------------------------
 LABELS_TYPE = pa.map_(pa.string(), pa.string())
+RESOURCES_TYPE = pa.map_(pa.string(), pa.float64())
 
 DEMAND_SCHEMA = pa.schema([
     pa.field("arrival_s", pa.int64(), nullable=False),     # or float64 (ARRIVAL_TYPES)
@@ -34,6 +42,11 @@ DEMAND_SCHEMA = pa.schema([
     pa.field("group_id", pa.string()),                     # gang id; null = independent
     pa.field("qos", pa.string()),
     pa.field("name", pa.string(), nullable=False),
+    # version 2 (optional columns)
+    pa.field("resources", RESOURCES_TYPE),                 # custom resources; null = none
+    pa.field("app", pa.string()),                          # the group a per-node cap is of
+    pa.field("max_per_node", pa.int64()),                  # at most this many of the app's
+                                                           # requests per node; null = no cap
 ])
 ARRIVAL_TYPES = (pa.int64(), pa.float64())
 
@@ -47,9 +60,20 @@ WORKER_GROUP_SCHEMA = pa.schema([
     pa.field("min_workers", pa.int64(), nullable=False),
     pa.field("max_workers", pa.int64(), nullable=False),
     pa.field("price", pa.float64()),                       # per node-hour; null = unknown
+    # version 2 (optional column)
+    pa.field("resources", RESOURCES_TYPE),                 # custom resources; null = none
 ])
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+V2_COLUMNS = {"demand": ("resources", "app", "max_per_node"),
+              "worker_groups": ("resources",)}
+# Custom resource names a table may not use: the columns and gpu_spec / gpu_model make
+# these, and Ray reserves "node:" (node ids, and the implicit per-node slots that
+# max_per_node becomes, ``mapping.cap_slot``).
+RESERVED_RESOURCES = ("CPU", "GPU", "memory")
+RESERVED_PREFIXES = ("node:", "accelerator_type:")
+MIN_QUANTITY = 1e-4                # Ray refuses a nonzero quantity below 0.0001
+MAX_PER_NODE = 100                 # Ray Serve's bound on max_replicas_per_node
 ACCELERATOR_LABEL = "accelerator"              # node label holding the GPU model
 ACCELERATOR_PREFIX = "accelerator_type:"       # Ray's accelerator marker resource
 ACCELERATOR_DEMAND = 0.001                     # what Ray asks of the marker per request
@@ -143,7 +167,9 @@ def _first(mask) -> Optional[int]:
     return int(hit[0]) if hit.size else None
 
 
-def _check_layout(table: pa.Table, schema: pa.Schema, kind: str) -> None:
+def _check_layout(table: pa.Table, schema: pa.Schema, kind: str) -> pa.Table:
+    """Check names, types and nullability; return the table with any missing version-2
+    column added as nulls."""
     if not isinstance(table, pa.Table):
         raise TraceError(kind, "*", f"expected a pyarrow.Table, got {type(table).__name__}")
     names = table.column_names
@@ -154,13 +180,16 @@ def _check_layout(table: pa.Table, schema: pa.Schema, kind: str) -> None:
             raise TraceError(kind, n, "unknown column")
     for f in schema:
         if f.name not in names:
+            if f.name in V2_COLUMNS[kind]:
+                table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+                continue
             raise TraceError(kind, f.name, "missing column")
         t = table.schema.field(f.name).type
         if f.name == "arrival_s":
             good = t in ARRIVAL_TYPES
         elif pa.types.is_map(f.type):
-            good = (pa.types.is_map(t) and t.key_type == pa.string()
-                    and t.item_type == pa.string())
+            good = (pa.types.is_map(t) and t.key_type == f.type.key_type
+                    and t.item_type == f.type.item_type)
         else:
             good = t == f.type
         if not good:
@@ -172,6 +201,60 @@ def _check_layout(table: pa.Table, schema: pa.Schema, kind: str) -> None:
             row = _first(pc.equal(pc.utf8_length(col), 0))
             if row is not None:
                 raise TraceError(kind, f.name, "is an empty string (use null for none)", row)
+    return table
+
+
+def _check_resources(table: pa.Table, kind: str) -> None:
+    """The ``resources`` maps: names not reserved, quantities Ray accepts."""
+    col = table.column("resources")
+    if col.null_count == len(col):
+        return
+    for i, entries in enumerate(col.to_pylist()):
+        for k, v in entries or ():
+            if not k or k in RESERVED_RESOURCES or k.startswith(RESERVED_PREFIXES):
+                raise TraceError(kind, "resources", f"resource name {k!r} is reserved "
+                                 f"({', '.join(RESERVED_RESOURCES)} and the prefixes "
+                                 f"{', '.join(RESERVED_PREFIXES)} are made by the mapping)", i)
+            if v is None or not math.isfinite(v) or v < 0 or 0 < v < MIN_QUANTITY:
+                raise TraceError(kind, "resources", f"{k}={v!r}: a quantity is a finite "
+                                 f"number, 0 or >= {MIN_QUANTITY:g}", i)
+
+
+def _check_caps(table: pa.Table) -> None:
+    """``max_per_node``: an integer in [1, MAX_PER_NODE], with an ``app``; one cap per
+    app; a placement group (``group_id``) is capped only at 1 and all in one app."""
+    kind = "demand"
+    caps = table.column("max_per_node").to_pylist()
+    if all(c is None for c in caps):
+        return
+    apps = table.column("app").to_pylist()
+    groups = table.column("group_id").to_pylist()
+    cap_of: dict[str, tuple[Optional[int], int]] = {}
+    group_of: dict[str, tuple[Optional[str], Optional[int], int]] = {}
+    for i, (cap, app, gid) in enumerate(zip(caps, apps, groups)):
+        if cap is not None:
+            if not 1 <= cap <= MAX_PER_NODE:
+                raise TraceError(kind, "max_per_node", f"must be within [1, {MAX_PER_NODE}] "
+                                 f"(Ray Serve's max_replicas_per_node bound), got {cap}", i)
+            if app is None:
+                raise TraceError(kind, "app", "is null but max_per_node is set: a cap is "
+                                 "per app", i)
+        if app is not None:
+            seen = cap_of.setdefault(app, (cap, i))
+            if seen[0] != cap:
+                raise TraceError(kind, "max_per_node", f"app {app!r} has {cap} here and "
+                                 f"{seen[0]} at row {seen[1]}: one cap per app", i)
+        if gid is not None:
+            seen_g = group_of.setdefault(gid, (app, cap, i))
+            if (app, cap) != seen_g[:2] and (cap is not None or seen_g[1] is not None):
+                raise TraceError(kind, "max_per_node", f"group_id {gid!r} mixes apps or "
+                                 f"caps (row {seen_g[2]}): a capped placement group is one "
+                                 f"app", i)
+            if cap is not None and cap != 1:
+                raise TraceError(kind, "max_per_node", f"is {cap} on a member of placement "
+                                 f"group {gid!r}: inside a placement group Ray can only cap "
+                                 f"at 1 per node (STRICT_SPREAD); Ray Serve refuses "
+                                 f"max_replicas_per_node with placement_group_bundles", i)
 
 
 def _numbers(table: pa.Table, name: str, kind: str, positive: bool = False) -> np.ndarray:
@@ -195,7 +278,7 @@ def _numbers(table: pa.Table, name: str, kind: str, positive: bool = False) -> n
 def validate_demand(table: pa.Table) -> pa.Table:
     """Check a demand table against DEMAND_SCHEMA; return it in schema column order."""
     kind = "demand"
-    _check_layout(table, DEMAND_SCHEMA, kind)
+    table = _check_layout(table, DEMAND_SCHEMA, kind)
     _numbers(table, "arrival_s", kind)
     _numbers(table, "duration_s", kind, positive=True)
     _numbers(table, "cpu", kind)
@@ -208,13 +291,15 @@ def validate_demand(table: pa.Table) -> pa.Table:
     for i, spec in enumerate(table.column("gpu_spec").to_pylist()):
         if spec is not None and not all(s.strip() == s and s for s in spec.split("|")):
             raise TraceError(kind, "gpu_spec", f"malformed OR-list {spec!r}", i)
+    _check_resources(table, kind)
+    _check_caps(table)
     return table.select(DEMAND_SCHEMA.names)
 
 
 def validate_worker_groups(table: pa.Table) -> pa.Table:
     """Check a worker-group table against WORKER_GROUP_SCHEMA; return it in schema order."""
     kind = "worker_groups"
-    _check_layout(table, WORKER_GROUP_SCHEMA, kind)
+    table = _check_layout(table, WORKER_GROUP_SCHEMA, kind)
     seen: dict[str, int] = {}
     for i, name in enumerate(table.column("type").to_pylist()):
         if name in seen:
@@ -239,4 +324,5 @@ def validate_worker_groups(table: pa.Table) -> pa.Table:
                 raise TraceError(kind, "labels", f"bad label {k!r}={v!r}", i)
             if k == ACCELERATOR_LABEL and model is not None and v != model:
                 raise TraceError(kind, "labels", f"{k}={v!r} disagrees with gpu_model {model!r}", i)
+    _check_resources(table, kind)
     return table.select(WORKER_GROUP_SCHEMA.names)

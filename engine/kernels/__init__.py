@@ -1,8 +1,13 @@
 """numba kernels: small, private, pure. Each has a slow readable twin (tests/twins.py,
 or engine/packer.py's Python packer for the packing loops); the tests compare them.
 
-Helpers that allocate nothing are compiled with ``_jit.njit_leaf`` (no reference
-counting: the atomics on every array argument were half of the gang kernel's
-time); the kernels that allocate (``_pack_gangs``, ``_run_loop``, the fit index)
-own the scratch those helpers write into.
+State crosses kernel boundaries as named records (records.py: named tuples of
+arrays, one compiled specialisation per record layout). All numba options are
+_jit.py's: ``njit`` kernels are called from Python; ``njit_inner`` helpers only
+from kernels (no Python entry point is compiled for them, and none of numba's
+reference counting: the atomics on every array argument were half of the gang
+kernel's time); ``hot=True`` helpers are always inlined. steps.py gives the slow
+twin and the tests Python entry points to single steps. The kernels that
+allocate (``_pack_gangs``, ``_run_loop``, the fit index, the class table) own
+the scratch their helpers write into.
 """

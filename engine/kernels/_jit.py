@@ -5,17 +5,40 @@ NUMBA_CACHE_DIR) so a warm start skips compilation. fastmath stays off: the
 score must round exactly as CPython does (Ray computes it in Python floats).
 """
 import numba
+from numba.core.registry import CPUDispatcher
 
-OPTS = dict(cache=True, nogil=True, fastmath=False, boundscheck=False)
+# forceinline is explicit everywhere: numba passes it on to callees compiled
+# from within a kernel that sets it and not they themselves.
+OPTS = dict(cache=True, nogil=True, fastmath=False, boundscheck=False, no_cfunc_wrapper=True,
+            forceinline=False)
 
 
 def njit(*args, **kw):
     return numba.njit(*args, **{**OPTS, **kw})
 
 
-def njit_leaf(*args, **kw):
+def njit_leaf(*args, hot=False, **kw):
     """A kernel that allocates nothing: compiled without numba's reference
     counting. Array arguments and views are borrowed from the caller, so no
     atomic increment/decrement is paid per array per call (these were half of
-    the gang kernel's time). It must not create or return an array."""
-    return njit(*args, **{"_nrt": False, **kw})
+    the gang kernel's time). It must not create or return an array.
+    ``hot``: always inlined into its callers (a small helper called per
+    candidate: no call, no records copied into its arguments)."""
+    return njit(*args, **{"_nrt": False, "forceinline": hot, **kw})
+
+
+class _Inner(CPUDispatcher):
+    def __call__(self, *args, **kw):
+        raise TypeError(f"{self.py_func.__qualname__} runs inside kernels only (compiled "
+                        "without a Python entry point)")
+
+
+def njit_inner(fn=None, *, hot=False):
+    """``njit_leaf`` for a helper only kernels call: no Python entry point is
+    compiled for it (each one costs as much as a small kernel)."""
+    if fn is None:
+        return lambda f: njit_inner(f, hot=hot)
+    opts = {k: v for k, v in OPTS.items() if k != "cache"}
+    d = _Inner(fn, targetoptions={**opts, "nopython": True, "_nrt": False,
+                                  "no_cpython_wrapper": True, "forceinline": hot})
+    return d              # not cached on its own: its callers' cache holds its code

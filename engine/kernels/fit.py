@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 
-from ._jit import njit, njit_leaf
+from ._jit import njit, njit_inner
 
 
-@njit_leaf
+@njit_inner(hot=True)
 def _col_count(a, v, exact, limit):
     """Units of size v (> 0) that fit in a, at most limit."""
     if exact:
@@ -33,13 +33,13 @@ def _col_count(a, v, exact, limit):
     return k
 
 
-@njit_leaf
-def _fit_count(free, present, implicit, exact, qty, cols, ncols, limit):
+@njit_inner(hot=True)
+def _fit_count(free, exact, qty, cols, ncols, limit):
     """Units of one run that fit on one node.
 
-    free (R,) effective free (absent implicit columns hold 1.0), present (R,),
-    implicit (R,), exact (R,), qty (R,) the run's bundle, cols (R,) its positive
-    columns (first ncols valid), limit the units still wanted.
+    free (R,) effective free (absent implicit columns hold 1.0), exact (R,),
+    qty (R,) the run's bundle, cols (R,) its positive columns (first ncols
+    valid), limit the units still wanted.
     """
     k = limit
     for j in range(ncols):
@@ -52,7 +52,7 @@ def _fit_count(free, present, implicit, exact, qty, cols, ncols, limit):
     return k
 
 
-@njit_leaf
+@njit_inner(hot=True)
 def _take(free, present, exact, qty, cols, ncols, k):
     """Subtract k units of one run from a node's free row, in place."""
     if k <= 0:
@@ -70,32 +70,32 @@ def _take(free, present, exact, qty, cols, ncols, k):
         present[r] = True   # an absent implicit column appears once used
 
 
-@njit_leaf
-def _holds(free, m, q, qty, cols, ncols):
+@njit_inner(hot=True)
+def _holds(free, m, q, rq):
     """Whether slot m's free row holds one unit of request row q (§4.2)."""
-    for j in range(ncols[q]):
-        r = cols[q, j]
-        if free[m, r] < qty[q, r]:
+    for j in range(rq.ncols[q]):
+        r = rq.cols[q, j]
+        if free[m, r] < rq.qty[q, r]:
             return False
     return True
 
 
-@njit_leaf
-def _fits_rows(free, m, rows, qty, cols, ncols):
+@njit_inner(hot=True)
+def _fits_rows(free, m, rows, rq):
     """Whether slot m's free row holds one unit of any request row in ``rows``."""
     for q in rows:
-        if _holds(free, m, q, qty, cols, ncols):
+        if _holds(free, m, q, rq):
             return True
     return False
 
 
 @njit
-def _fits_any(free, nodes, qs, qty, cols, ncols):
+def _fits_any(free, nodes, qs, rq):
     """(len(nodes),) whether each node's free row holds one unit of any request
-    row in qs (Ray's pre-filter, §4.2). free (M, R); qty/cols (Q, R); ncols (Q,)."""
+    row in qs (Ray's pre-filter, §4.2). free (M, R); rq: records.Reqs."""
     out = np.zeros(nodes.shape[0], dtype=np.bool_)
     for i in range(nodes.shape[0]):
-        out[i] = _fits_rows(free, nodes[i], qs, qty, cols, ncols)
+        out[i] = _fits_rows(free, np.int64(nodes[i]), qs, rq)
     return out
 
 
@@ -107,7 +107,7 @@ def _minimal_rows(qty, rows):
     never fits where needing less does not. Cuts the pre-filter's work when many
     shapes are live."""
     n = rows.shape[0]
-    keep = np.ones(n, dtype=np.bool_)
+    keep = np.full(n, True, dtype=np.bool_)
     for a in range(n):
         for b in range(n):
             if b == a or not keep[b]:

@@ -1,52 +1,47 @@
 """Label selectors (RAY_V2_SEMANTICS.md §4.9) and the label score (§4.8 item 1).
 
-``rq`` is the request-table tuple built by engine.requests_view.Requests; here only
-its selector arrays are read: rq[5] sel_lo, rq[6] sel_hi (row q's selectors are
-sel_lo[q]..sel_hi[q]), rq[7] sel_con_ptr, rq[8] con_key, rq[9] con_op,
-rq[10] con_val_ptr, rq[11] con_vals.
+``rq`` is the request table (records.Reqs); here only its selector arrays
+are read.
 """
 import numpy as np
 
-from ._jit import njit, njit_leaf
+from ._jit import njit, njit_inner
 
 IN = 1
 
 
-@njit_leaf
+@njit_inner(hot=True)
 def _first_selector(label, q, rq):
     """Index (within request q's list) of the first selector the node's labels
     satisfy, -1 if none. label (L,) value id per key, -1 absent."""
-    sel_lo, sel_hi, sel_con_ptr, con_key, con_op, con_val_ptr, con_vals = (
-        rq[5], rq[6], rq[7], rq[8], rq[9], rq[10], rq[11])
-    for i in range(sel_lo[q], sel_hi[q]):
+    for i in range(rq.sel_lo[q], rq.sel_hi[q]):
         ok = True
-        for c in range(sel_con_ptr[i], sel_con_ptr[i + 1]):
-            v = label[con_key[c]]
+        for c in range(rq.sel_con_ptr[i], rq.sel_con_ptr[i + 1]):
+            v = label[rq.con_key[c]]
             found = False
             if v >= 0:
-                for j in range(con_val_ptr[c], con_val_ptr[c + 1]):
-                    if con_vals[j] == v:
+                for j in range(rq.con_val_ptr[c], rq.con_val_ptr[c + 1]):
+                    if rq.con_vals[j] == v:
                         found = True
                         break
-            ok = found if con_op[c] == IN else not found
+            ok = found if rq.con_op[c] == IN else not found
             if not ok:
                 break
         if ok:
-            return i - sel_lo[q]
+            return i - rq.sel_lo[q]
     return -1
 
 
-@njit_leaf
+@njit_inner(hot=True)
 def _label_score(label, hist, nh, rq):
     """For the first placed request (in placement order) with a satisfied
     selector: its number of selectors minus that selector's index; else 0.
     hist (H,) the node's placed requests that have selectors, first nh valid."""
-    sel_lo, sel_hi = rq[5], rq[6]
     for j in range(nh):
         q = hist[j]
         i = _first_selector(label, q, rq)
         if i >= 0:
-            return (sel_hi[q] - sel_lo[q]) - i
+            return (rq.sel_hi[q] - rq.sel_lo[q]) - i
     return 0
 
 

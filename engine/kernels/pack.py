@@ -1,48 +1,44 @@
 """Ray's greedy walk of the sorted request runs over one node (§4.7), the
 lexicographic key comparison of the pick (§4.6), and the commit of a winner.
-The pick itself is kernels/pick.py.
-
-``rq`` is the request-table tuple (engine.requests_view.Requests.kernel):
-(qty (Q,R), cols (Q,R), ncols (Q,), gpu_key (Q,), anti (Q,2), sel_lo (Q,), sel_hi (Q,),
-sel_con_ptr, con_key, con_op, con_val_ptr, con_vals, has_sel (Q,)).
+The pick itself is kernels/pick.py; the records are kernels/records.py.
 """
 
-from ._jit import njit_leaf
+from ._jit import njit_inner
 from .fit import _fit_count, _take
 from .labels import _first_selector
 
 
-@njit_leaf
-def _walk(free, present, res, label, hist, nh, implicit, exact, run_req, run_left, rq, taken):
+@njit_inner(hot=True)
+def _walk(free, present, res, label, hist, nh, exact, runs, left, rq, taken):
     """Place runs in order on one node's rows (free, present, res, label, hist
-    are modified). Returns (units placed, whether a placed request names GPU,
+    are modified): runs (K,) request rows, left (K,) units wanted, rq the
+    request table. Returns (units placed, whether a placed request names GPU,
     new hist length). taken (K,) out."""
-    qty, cols, ncols, gpu_key, anti, has_sel = rq[0], rq[1], rq[2], rq[3], rq[4], rq[12]
     placed = 0
     gpu = False
-    for k in range(run_req.shape[0]):
-        q = run_req[k]
+    for k in range(runs.shape[0]):
+        q = runs[k]
         taken[k] = 0
-        if has_sel[q] and _first_selector(label, q, rq) < 0:
+        if rq.has_sel[q] and _first_selector(label, q, rq) < 0:
             continue
-        ak = anti[q, 0]
-        if ak >= 0 and label[ak] == anti[q, 1]:
+        ak = rq.anti[q, 0]
+        if ak >= 0 and label[ak] == rq.anti[q, 1]:
             continue
-        n = _fit_count(free, present, implicit, exact, qty[q], cols[q], ncols[q], run_left[k])
+        n = _fit_count(free, exact, rq.qty[q], rq.cols[q], rq.ncols[q], left[k])
         if ak >= 0 and n > 1:
             n = 1                       # the first unit's label repels the next
         taken[k] = n
         if n == 0:
             continue
-        _take(free, present, exact, qty[q], cols[q], ncols[q], n)
+        _take(free, present, exact, rq.qty[q], rq.cols[q], rq.ncols[q], n)
         placed += n
-        if gpu_key[q]:
+        if rq.gpu_key[q]:
             gpu = True
-        for j in range(ncols[q]):
-            res[cols[q, j]] = True
+        for j in range(rq.ncols[q]):
+            res[rq.cols[q, j]] = True
         if ak >= 0:
-            label[ak] = anti[q, 1]
-        if has_sel[q]:
+            label[ak] = rq.anti[q, 1]
+        if rq.has_sel[q]:
             seen = False
             for j in range(nh):
                 if hist[j] == q:
@@ -54,35 +50,41 @@ def _walk(free, present, res, label, hist, nh, implicit, exact, run_req, run_lef
     return placed, gpu, nh
 
 
-@njit_leaf
-def _better(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, b4, b5, b6, b7):
-    """Whether key a is strictly greater than key b, lexicographically."""
-    if a0 != b0:
-        return a0 > b0
-    if a1 != b1:
-        return a1 > b1
-    if a2 != b2:
-        return a2 > b2
-    if a3 != b3:
-        return a3 > b3
-    if a4 != b4:
-        return a4 > b4
-    if a5 != b5:
-        return a5 > b5
-    if a6 != b6:
-        return a6 > b6
-    return a7 > b7
+@njit_inner(hot=True)
+def _better(cs, i, j, slots):
+    """Whether candidate i's pick key is strictly greater than candidate j's,
+    lexicographically: (label score, gpu_ok, matching types, min util, mean
+    util) from their cached walks, then (recoverable availability, priority,
+    cloud availability) of their slots. cs: records.Cands."""
+    if cs.label_score[i] != cs.label_score[j]:
+        return cs.label_score[i] > cs.label_score[j]
+    if cs.gpu_ok[i] != cs.gpu_ok[j]:
+        return cs.gpu_ok[i] > cs.gpu_ok[j]
+    if cs.match[i] != cs.match[j]:
+        return cs.match[i] > cs.match[j]
+    if cs.util_min[i] != cs.util_min[j]:
+        return cs.util_min[i] > cs.util_min[j]
+    if cs.util_mean[i] != cs.util_mean[j]:
+        return cs.util_mean[i] > cs.util_mean[j]
+    a, b = cs.slot[i], cs.slot[j]
+    if slots.rec[a] != slots.rec[b]:
+        return slots.rec[a] > slots.rec[b]
+    if slots.prio[a] != slots.prio[b]:
+        return slots.prio[a] > slots.prio[b]
+    return slots.avail[a] > slots.avail[b]
 
 
-@njit_leaf
-def _commit(m, free, present, placed_res, placed_gpu, placed_any, label, hist, nhist,
-            implicit, exact, run_req, run_left, rq, taken):
-    """Walk the winner's real rows (slot m) in place; same result as its trial."""
-    placed, gpu, nh = _walk(free[m], present[m], placed_res[m], label[m], hist[m], nhist[m],
-                            implicit, exact, run_req, run_left, rq, taken)
-    nhist[m] = nh
+@njit_inner(hot=True)
+def _commit(m, ps, runs, left, taken):
+    """Walk the winner's real rows (slot m) in place; same result as its trial.
+    ps: records.PackState. Returns the units placed; taken (K,) out."""
+    src = ps.src
+    placed, gpu, nh = _walk(src.free[m], src.present[m], src.placed_res[m], ps.slots.label[m],
+                            src.hist[m], src.nhist[m], ps.rules.exact, runs, left, ps.rq,
+                            taken)
+    src.nhist[m] = nh
     if placed > 0:
-        placed_any[m] = True
+        src.placed_any[m] = True
     if gpu:
-        placed_gpu[m] = True
+        src.placed_gpu[m] = True
     return placed

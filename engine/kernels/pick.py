@@ -5,121 +5,100 @@ the key (label score, gpu_ok, matching types, min util, mean util, recoverable
 availability, priority, cloud availability) wins, compared lexicographically;
 the first candidate wins exact ties (Ray's stable sort). A candidate's trial
 walk and score are kept between picks of one packing loop and recomputed only
-when stale: a
-pick lowers the remaining counts of the runs the winner took, and a cached
-walk stays exact as long as, for each such run, the candidate did not take
-every remaining unit and still takes no more than now remain (its count was
-capped by its own room, not by the demand).
+when stale: a pick lowers the remaining counts of the runs the winner took, and
+a cached walk stays exact as long as, for each such run, the candidate did not
+take every remaining unit and still takes no more than now remain (its count
+was capped by its own room, not by the demand).
 """
 import numpy as np
 
-from ._jit import njit, njit_leaf
+from ._jit import njit, njit_inner
 from .labels import _label_score
 from .pack import _better, _walk
+from .records import PickScratch
 from .score import _score
 
 
 @njit
-def _pick_scratch(ncls, R, K, H, hist_dtype, label_dtype):
-    """Scratch rows of a pick (seen classes, free, present, resources, history,
-    saved labels); ``ncls``: room for that many classes."""
-    return (np.zeros(max(ncls, 1), dtype=np.bool_), np.empty(R), np.empty(R, dtype=np.bool_),
-            np.empty(R, dtype=np.bool_), np.empty(H, dtype=hist_dtype),
-            np.empty(max(K, 1), dtype=label_dtype))
+def _pick_scratch(ncls, R, K, H):
+    """Scratch rows of a pick (records.PickScratch) with room for ncls classes,
+    R columns, K runs and H history entries."""
+    return PickScratch(np.zeros(max(ncls, 1), dtype=np.bool_), np.empty(R, dtype=np.float64),
+                       np.empty(R, dtype=np.bool_), np.empty(R, dtype=np.bool_),
+                       np.empty(max(H, 1), dtype=np.int32), np.empty(max(K, 1), dtype=np.int32))
 
 
-@njit
-def _refresh_pick(cands, alive, valid, cls, ncls, total, order, free, present, placed_res,
-                  placed_gpu, label, hist, nhist, rec, prio, avail, implicit, exact,
-                  run_req, run_left, rq, gpu_col, conserve_gpu,
-                  tk, did, k0, k1, k2, k3, k4):
-    """Index into cands of the best candidate, walking only stale ones.
-
-    cands (C,) slot ids in list order; alive (C,) still candidates; valid (C,)
-    cache fresh; tk (C, K) cached units per run; did (C,) placed anything;
-    k0..k4 (C,) cached score tuple. Non-running twins (cls >= 0) are
-    represented by their first alive member, as Ray's NodeStateCache does.
-    """
-    scr = _pick_scratch(ncls, free.shape[1], run_req.shape[0], hist.shape[1], hist.dtype,
-                        label.dtype)
-    return _pick_core(cands, alive, valid, cls, ncls, total, order, free, present, placed_res,
-                      placed_gpu, label, hist, nhist, rec, prio, avail, implicit, exact,
-                      run_req, run_left, rq, gpu_col, conserve_gpu, tk, did, k0, k1, k2, k3,
-                      k4, scr[0], scr[1], scr[2], scr[3], scr[4], scr[5])
-
-
-@njit_leaf
-def _pick_core(cands, alive, valid, cls, ncls, total, order, free, present, placed_res,
-               placed_gpu, label, hist, nhist, rec, prio, avail, implicit, exact,
-               run_req, run_left, rq, gpu_col, conserve_gpu, tk, did, k0, k1, k2, k3, k4,
-               seen, f, p, res, hst, was):
-    """_refresh_pick on caller-owned scratch (``_pick_scratch``, seen with room
-    for ncls classes), allocating nothing."""
-    R = free.shape[1]
-    K = run_req.shape[0]
-    anti = rq[4]
-    for c in range(ncls):
+@njit_inner
+def _pick_core(cs, n, cl, ps, runs, left, scr):
+    """The position (< n) of the best candidate of cs (records.Cands), or -1,
+    walking only the ones whose cached walk is stale. cl: records.Classes -
+    a non-running class is represented by its first alive member, as Ray's
+    NodeStateCache does; ps: records.PackState; runs/left (K,) the runs in
+    order and their units wanted; scr: records.PickScratch."""
+    slots, src, rq = ps.slots, ps.src, ps.rq
+    R = src.free.shape[1]
+    K = runs.shape[0]
+    seen = scr.seen
+    for c in range(cl.n):
         seen[c] = False
-    best = -1
-    for i in range(cands.shape[0]):
-        if not alive[i]:
+    best = np.int64(-1)
+    for i in range(n):
+        if not cs.alive[i]:
             continue
-        m = cands[i]
-        c = cls[m]
+        m = cs.slot[i]
+        c = cl.of[m]
         if c >= 0:
             if seen[c]:
                 continue
             seen[c] = True
-        if not valid[i]:
+        if not cs.fresh[i]:
+            f, p, res, hst = scr.free, scr.present, scr.res, scr.hist
             for r in range(R):
-                f[r] = free[m, r]
-                p[r] = present[m, r]
-                res[r] = placed_res[m, r]
-            nh0 = nhist[m]
+                f[r] = src.free[m, r]
+                p[r] = src.present[m, r]
+                res[r] = src.placed_res[m, r]
+            nh0 = src.nhist[m]
             for j in range(nh0):            # the walk only appends after these
-                hst[j] = hist[m, j]
+                hst[j] = src.hist[m, j]
             # The walk writes labels only at anti-affinity keys: it runs on the
             # node's own label row, and those entries are put back afterwards.
-            lab = label[m]
+            lab = slots.label[m]
             for k in range(K):
-                if anti[run_req[k], 0] >= 0:
-                    was[k] = lab[anti[run_req[k], 0]]
-            placed, gpu, nh = _walk(f, p, res, lab, hst, nh0, implicit, exact,
-                                    run_req, run_left, rq, tk[i])
-            did[i] = placed > 0
+                if rq.anti[runs[k], 0] >= 0:
+                    scr.was[k] = lab[rq.anti[runs[k], 0]]
+            placed, gpu, nh = _walk(f, p, res, lab, hst, nh0, ps.rules.exact, runs, left, rq,
+                                    cs.taken[i])
+            cs.placed[i] = placed > 0
             if placed > 0:
-                gpu_ok, match, lo, mean = _score(total[m], order[m], f, p, res,
-                                                 placed_gpu[m] or gpu, gpu_col, conserve_gpu)
-                k0[i] = _label_score(lab, hst, nh, rq)
-                k1[i] = gpu_ok
-                k2[i] = match
-                k3[i] = lo
-                k4[i] = mean
+                gpu_ok, match, lo, mean = _score(slots.total[m], slots.order[m], f, p, res,
+                                                 src.placed_gpu[m] or gpu, ps.rules.gpu_col,
+                                                 ps.rules.conserve_gpu)
+                cs.label_score[i] = _label_score(lab, hst, nh, rq)
+                cs.gpu_ok[i] = gpu_ok
+                cs.match[i] = match
+                cs.util_min[i] = lo
+                cs.util_mean[i] = mean
             for k in range(K - 1, -1, -1):
-                if anti[run_req[k], 0] >= 0:
-                    lab[anti[run_req[k], 0]] = was[k]
-            valid[i] = True
-        if not did[i]:
+                if rq.anti[runs[k], 0] >= 0:
+                    lab[rq.anti[runs[k], 0]] = scr.was[k]
+            cs.fresh[i] = True
+        if not cs.placed[i]:
             continue
-        if best < 0:
-            best = i
-            continue
-        b = cands[best]
-        if _better(k0[i], k1[i], k2[i], k3[i], k4[i], rec[m], prio[m], avail[m],
-                   k0[best], k1[best], k2[best], k3[best], k4[best], rec[b], prio[b], avail[b]):
+        if best < 0 or _better(cs, i, best, slots):
             best = i
     return best
 
 
-@njit_leaf
-def _invalidate(valid, tk, changed, old_left, new_left):
-    """Mark stale the cached walks that the lower counts of ``changed`` runs alter."""
-    for i in range(valid.shape[0]):
-        if not valid[i]:
+@njit_inner(hot=True)
+def _invalidate(cs, n, changed, nchanged, old_left, new_left):
+    """Mark stale the cached walks of cs[:n] that the lower counts of the runs
+    changed[:nchanged] alter (old_left -> new_left)."""
+    for i in range(n):
+        if not cs.fresh[i]:
             continue
-        for j in range(changed.shape[0]):
+        for j in range(nchanged):
             k = changed[j]
-            t = tk[i, k]
+            t = cs.taken[i, k]
             if new_left[k] < t or (t == old_left[k] and new_left[k] != old_left[k]):
-                valid[i] = False
+                cs.fresh[i] = False
                 break

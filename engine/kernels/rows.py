@@ -2,6 +2,7 @@
 import numpy as np
 
 from ._jit import njit
+from .sort import _sort_by
 
 
 @njit
@@ -9,14 +10,15 @@ def _row_ids(bits):
     """bits (n, w) uint64 (the float64 keys viewed as integers, -0.0 normalised):
     returns ((n,) class id per row, number of classes); equal rows share an id."""
     n, w = bits.shape
-    h = np.empty(n, np.uint64)
+    h = np.empty(n, dtype=np.int64)
     for i in range(n):
         x = np.uint64(1469598103934665603)
         for j in range(w):
             x = (x ^ bits[i, j]) * np.uint64(1099511628211)
-        h[i] = x
-    order = np.argsort(h, kind="mergesort")
-    ids = np.full(n, -1, np.int32)
+        h[i] = np.int64(x)          # the same bits: only equality matters
+    order = np.arange(n)
+    _sort_by(order, h, np.empty(n, dtype=np.int64))
+    ids = np.full(n, -1, dtype=np.int32)
     nxt = 0
     i = 0
     while i < n:

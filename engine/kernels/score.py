@@ -2,39 +2,42 @@
 victim-order utilisation (§3.5).
 
 The float arithmetic is CPython's, term by term: ``u = (total - free) / total``,
-``term = total * u ** 3`` (``pow``), min of the terms, and their sum over the
-node's resources in dict order divided by the count - summed as the running
-interpreter's ``sum()`` does (engine/pysum.py: plain up to 3.11, compensated
-from 3.12).
+``term = total * u ** 3`` (``pow``), min of the terms, and their ``sum()`` over
+the node's resources in dict order divided by the count. ``sum()`` of floats is
+the interpreter's: a plain left-to-right sum up to Python 3.11, Neumaier's
+compensated sum from 3.12 on (CPython's builtin_sum); Ray runs in the same
+interpreter as the engine, so the kernels follow the one they run in (numba
+caches a kernel per Python version).
 """
 import math
 
 import numpy as np
 
-from ..pysum import COMPENSATED
-from ._jit import njit, njit_leaf
+from ..pysum import COMPENSATED as COMPENSATED_SUM    # this interpreter's float sum()
+from ._jit import njit, njit_inner
 
 
-@njit_leaf
-def _add(s, c, x):
-    """One step of CPython 3.12's float ``sum()``: (s + x, compensation)."""
+@njit_inner(hot=True)
+def _sum_step(s, c, x):
+    """Python's sum() of floats, one item after the first: (new sum, new
+    compensation). Finish with ``_sum_end``."""
     t = s + x
-    if abs(s) >= abs(x):
-        c += (s - t) + x
-    else:
-        c += (x - t) + s
+    if COMPENSATED_SUM:
+        if abs(s) >= abs(x):
+            c += (s - t) + x
+        else:
+            c += (x - t) + s
     return t, c
 
 
-@njit_leaf
-def _total(s, c):
-    """The end of CPython 3.12's float ``sum()``: the compensation added once."""
-    if c != 0.0 and math.isfinite(c):
+@njit_inner(hot=True)
+def _sum_end(s, c):
+    if COMPENSATED_SUM and c != 0.0 and math.isfinite(c):
         return s + c
     return s
 
 
-@njit_leaf
+@njit_inner(hot=True)
 def _util_terms(total, order, free, present):
     """(min, mean) of total * u**3 over the node's resources in dict order.
 
@@ -42,8 +45,7 @@ def _util_terms(total, order, free, present):
     present (R,) whether the column is in the availability map.
     """
     n = 0
-    s = 0.0
-    c = 0.0
+    s, c = 0.0, 0.0
     lo = 0.0
     for j in range(order.shape[0]):
         r = order[j]
@@ -62,19 +64,14 @@ def _util_terms(total, order, free, present):
         else:
             if term < lo:
                 lo = term
-            if COMPENSATED:
-                s, c = _add(s, c, term)
-            else:
-                s = s + term
+            s, c = _sum_step(s, c, term)
         n += 1
     if n == 0:
         return 0.0, 0.0
-    if COMPENSATED:
-        s = _total(s, c)
-    return lo, s / n
+    return lo, _sum_end(s, c) / n
 
 
-@njit_leaf
+@njit_inner(hot=True)
 def _score(total, order, free, present, placed_res, placed_gpu, gpu_col, conserve_gpu):
     """(gpu_ok, matching resource types, min util term, mean util term) of one node.
 
@@ -100,12 +97,11 @@ def _victim_util(total, order, free, present, slots):
     """(len(slots),) mean of (total - free) / total over resources with total > 0,
     dict order, of each slot; a resource missing from the availability map
     counts as fully used."""
-    out = np.zeros(slots.shape[0])
+    out = np.zeros(slots.shape[0], dtype=np.float64)
     for i in range(slots.shape[0]):
         m = slots[i]
         n = 0
-        s = 0.0
-        c = 0.0
+        s, c = 0.0, 0.0
         for j in range(order.shape[1]):
             r = order[m, j]
             if r < 0:
@@ -117,12 +113,8 @@ def _victim_util(total, order, free, present, slots):
             u = (v - a) / v
             if n == 0:
                 s = u
-            elif COMPENSATED:
-                s, c = _add(s, c, u)
             else:
-                s = s + u
+                s, c = _sum_step(s, c, u)
             n += 1
-        if COMPENSATED:
-            s = _total(s, c)
-        out[i] = s / n if n else 0.0
+        out[i] = _sum_end(s, c) / n if n else 0.0
     return out

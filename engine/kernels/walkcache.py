@@ -12,89 +12,105 @@ version. The gang kernel bumps a slot's version whenever it changes the slot.
 Walk class of a row: its resource shape, whether it names GPU and whether it
 has an anti-affinity key; -1 when not kept (selectors, or several runs).
 
-Cache, as a tuple ``wc``: (version (M,) per slot, then a direct-mapped table of
-_W entries: slot (-1 empty), version, walk class, units, gpu_ok, match, lo,
-mean). A newer walk overwrites the entry it maps to; a miss just walks.
+The cache is a ``WalkCache``: a version per slot, then a direct-mapped table
+of _W entries. A newer walk overwrites the entry it maps to; a miss just walks.
 """
+from typing import NamedTuple
+
 import numpy as np
 
-from ._jit import njit, njit_leaf
+from ._jit import njit, njit_inner
 from .fit import _fit_count
 
 
 _W = 8192          # entries: a few per running holder and shape of a 1,000-group tick
 
 
+class WalkCache(NamedTuple):
+    version: np.ndarray     # (M,) i8 per slot, bumped when it changes
+    slot: np.ndarray        # (_W,) i8 entry's slot, -1 empty
+    slot_version: np.ndarray  # (_W,) i8 the slot's version when kept
+    walk_class: np.ndarray  # (_W,) i8
+    units: np.ndarray       # (_W,) i8 units the walk took
+    gpu_ok: np.ndarray      # (_W,) i8 its score
+    match: np.ndarray       # (_W,) i8
+    util_min: np.ndarray    # (_W,) f8
+    util_mean: np.ndarray   # (_W,) f8
+
+
 @njit
 def _walk_cache(M):
-    """Per slot a version (bumped when it changes); a direct-mapped table of
-    (slot, version, class, units) -> score."""
-    z = np.zeros
-    return (z(M, dtype=np.int64), np.full(_W, -1, dtype=np.int64), z(_W, dtype=np.int64),
-            z(_W, dtype=np.int64), z(_W, dtype=np.int64), z(_W, dtype=np.int64),
-            z(_W, dtype=np.int64), z(_W), z(_W))
+    """An empty cache for M slots."""
+    z, i8, f8 = np.zeros, np.int64, np.float64
+    return WalkCache(z(M, dtype=i8), np.full(_W, -1, dtype=i8), z(_W, dtype=i8),
+                     z(_W, dtype=i8), z(_W, dtype=i8), z(_W, dtype=i8), z(_W, dtype=i8),
+                     z(_W, dtype=f8), z(_W, dtype=f8))
 
 
-@njit_leaf
+@njit_inner(hot=True)
 def _at(m, e, n):
     """The table entry of (slot, walk class, units)."""
     return ((m * 1000003 + e * 7919 + n * 31) ^ (m >> 7)) & (_W - 1)
 
 
-@njit_leaf
+@njit_inner(hot=True)
 def _walk_class(runs, shape, rq):
     """The walk class of a gang's runs (shape: the resource shape of its one run)."""
     if runs.shape[0] != 1:
         return -1
     q = runs[0]
-    if rq[12][q]:
+    if rq.has_sel[q]:
         return -1
-    return shape * 4 + 2 * np.int64(rq[3][q]) + np.int64(rq[4][q, 0] >= 0)
+    return shape * 4 + 2 * np.int64(rq.gpu_key[q]) + np.int64(rq.anti[q, 0] >= 0)
 
 
-@njit_leaf
-def _units(m, q, lim, free, present, label, implicit, exact, rq):
+@njit_inner(hot=True)
+def _units(m, q, lim, ps):
     """Units of row q one walk places on slot m (the one run wants lim)."""
-    ak = rq[4][q, 0]
-    if ak >= 0 and label[m, ak] == rq[4][q, 1]:
+    rq = ps.rq
+    ak = rq.anti[q, 0]
+    if ak >= 0 and ps.slots.label[m, ak] == rq.anti[q, 1]:
         return 0
-    n = _fit_count(free[m], present[m], implicit, exact, rq[0][q], rq[1][q], rq[2][q], lim)
+    n = _fit_count(ps.src.free[m], ps.rules.exact, rq.qty[q], rq.cols[q], rq.ncols[q], lim)
     if ak >= 0 and n > 1:
         n = 1
     return n
 
 
-@njit_leaf
-def _prefill(fc, nf, valid, tk, did, ks, e, q, lim, slots, src, implicit, exact, rq, wc):
-    """Mark fresh, with the kept walk, every candidate (each one a pick would
-    walk) whose kept walk applies; q: the gang's one row, lim: its units left."""
-    label, free, present, nhist = slots[2], src[0], src[1], src[6]
+@njit_inner
+def _prefill(cs, nf, e, q, lim, ps, wc):
+    """Mark fresh, with the kept walk, every candidate of cs[:nf] (each one a
+    pick would walk) whose kept walk applies; q: the gang's one row, lim: its
+    units left."""
     for i in range(nf):
-        m = fc[i]
-        if nhist[m] != 0:
+        m = cs.slot[i]
+        if ps.src.nhist[m] != 0:
             continue
-        n = _units(m, q, lim, free, present, label, implicit, exact, rq)
+        n = _units(m, q, lim, ps)
         if n == 0:
             continue
         w = _at(m, e, n)
-        if wc[1][w] != m or wc[2][w] != wc[0][m] or wc[3][w] != e or wc[4][w] != n:
+        if (wc.slot[w] != m or wc.slot_version[w] != wc.version[m] or wc.walk_class[w] != e
+                or wc.units[w] != n):
             continue
-        valid[i] = True
-        did[i] = True
-        tk[i, 0] = n
-        ks[0][i] = 0
-        ks[1][i], ks[2][i], ks[3][i], ks[4][i] = wc[5][w], wc[6][w], wc[7][w], wc[8][w]
+        cs.fresh[i] = True
+        cs.placed[i] = True
+        cs.taken[i, 0] = n
+        cs.label_score[i] = 0
+        cs.gpu_ok[i], cs.match[i] = wc.gpu_ok[w], wc.match[w]
+        cs.util_min[i], cs.util_mean[i] = wc.util_min[w], wc.util_mean[w]
 
 
-@njit_leaf
-def _keep(fc, nf, valid, tk, did, ks, e, src, wc):
-    """Keep the fresh walks of the candidates (before any of them changes)."""
-    nhist = src[6]
+@njit_inner
+def _keep(cs, nf, e, ps, wc):
+    """Keep the fresh walks of the candidates cs[:nf] (before any of them changes)."""
     for i in range(nf):
-        if valid[i] and did[i]:
-            m = fc[i]
-            if nhist[m] == 0:
-                n = tk[i, 0]
+        if cs.fresh[i] and cs.placed[i]:
+            m = cs.slot[i]
+            if ps.src.nhist[m] == 0:
+                n = cs.taken[i, 0]
                 w = _at(m, e, n)
-                wc[1][w], wc[2][w], wc[3][w], wc[4][w] = m, wc[0][m], e, n
-                wc[5][w], wc[6][w], wc[7][w], wc[8][w] = ks[1][i], ks[2][i], ks[3][i], ks[4][i]
+                wc.slot[w], wc.slot_version[w], wc.walk_class[w], wc.units[w] = (m, wc.version[m],
+                                                                                 e, n)
+                wc.gpu_ok[w], wc.match[w] = cs.gpu_ok[i], cs.match[i]
+                wc.util_min[w], wc.util_mean[w] = cs.util_min[i], cs.util_mean[i]

@@ -1,0 +1,56 @@
+"""Python entry points to single steps of the kernels, for the packer's slow
+twin (engine/packer.py with ``Packer.kernel = False``) and the tests.
+
+The steps themselves are compiled without a Python entry point (_jit.njit_inner:
+the kernels call them, and a Python wrapper for each costs compile time at
+every cold start); these wrappers are compiled only when first called, which a
+production tick never does.
+"""
+from ._jit import njit_leaf
+from .fit import _fit_count, _take
+from .pack import _commit
+from .pick import _invalidate, _pick_core
+from .score import _score
+from .sort import _sort_by
+
+
+@njit_leaf
+def pick_once(cs, n, cl, ps, runs, left, scr):
+    """pick._pick_core"""
+    return _pick_core(cs, n, cl, ps, runs, left, scr)
+
+
+@njit_leaf
+def commit_once(m, ps, runs, left, taken):
+    """pack._commit"""
+    return _commit(m, ps, runs, left, taken)
+
+
+@njit_leaf
+def invalidate_once(cs, n, changed, nchanged, old_left, new_left):
+    """pick._invalidate"""
+    _invalidate(cs, n, changed, nchanged, old_left, new_left)
+
+
+@njit_leaf
+def fit_count_once(free, exact, qty, cols, ncols, limit):
+    """fit._fit_count"""
+    return _fit_count(free, exact, qty, cols, ncols, limit)
+
+
+@njit_leaf
+def take_once(free, present, exact, qty, cols, ncols, k):
+    """fit._take"""
+    _take(free, present, exact, qty, cols, ncols, k)
+
+
+@njit_leaf
+def score_once(total, order, free, present, placed_res, placed_gpu, gpu_col, conserve_gpu):
+    """score._score"""
+    return _score(total, order, free, present, placed_res, placed_gpu, gpu_col, conserve_gpu)
+
+
+@njit_leaf
+def sort_once(idx, key, tmp):
+    """sort._sort_by"""
+    _sort_by(idx, key, tmp)
