@@ -5,7 +5,8 @@ choice), the FFD baseline and, with ``--ray``, Ray 2.60's own scheduler.
     .venv/bin/python bench/replay_efficient.py --seeds 0,1,2,3 --plot docs/efficient.png
 
 It runs ``adapters.replay.Replay`` with the registered schedulers (``efficient`` is
-``EngineScheduler(mode="efficient")``) on the window and config ``vecsched replay``
+``EngineScheduler(mode="efficient")`` priced from the worker groups, ``efficient-proxy``
+the same priced by GPU-hours then node-hours) on the window and config ``vecsched replay``
 uses, and prints the metrics the issue's targets name, the ratios to the engine's
 (Ray's choice) and whether each target holds. (``vecsched replay --scheduler
 engine,efficient,baseline,ray`` shows the same for one seed.)
@@ -22,13 +23,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load  # noqa: E402
 from adapters.replay import make  # noqa: E402
 
-KEYS = ("node_hours", "gpu_hours", "pending_p50_s", "pending_p95_s", "launches",
-        "terminations", "never_placed", "tick_p50_ms", "scheduler_s")
+KEYS = ("node_hours", "gpu_hours", "cost", "pending_p50_s", "pending_p95_s", "terminations",
+        "never_placed", "tick_p50_ms", "scheduler_s")
 
 
 def run(loaded, sched, seed: int) -> dict:
     m = Replay(loaded, sched, ReplayConfig(seed=seed)).run().metrics
-    return {k: m[k] for k in KEYS} | {"launches_by_type": m["launches_by_type"]}
+    return {k: m[k] for k in KEYS} | {
+        "launches": m["instances"]["launched"],
+        "launches_by_type": {t: c["launched"] for t, c in m["instances_by_type"].items()}}
 
 
 def main(argv=None) -> int:
@@ -44,31 +47,35 @@ def main(argv=None) -> int:
     loaded = load(None, None, DEFAULT_WINDOW)
     out = {}
     for seed in [int(s) for s in args.seeds.split(",")]:
-        rows = {"engine": run(loaded, make("engine"), seed),
-                "baseline": run(loaded, make("baseline"), seed),
-                "efficient": run(loaded, make("efficient"), seed)}
+        rows = {name: run(loaded, make(name), seed)
+                for name in ("engine", "baseline", "efficient", "efficient-proxy")}
         if args.ray:
             rows["ray"] = run(loaded, make("ray"), seed)
         out[seed] = rows
-        ray, ffd, eff = rows["engine"], rows["baseline"], rows["efficient"]
+        ray, ffd = rows["engine"], rows["baseline"]
         print(f"seed {seed}")
         for name, r in rows.items():
-            print(f"  {name:9s} node-h {r['node_hours']:6.1f}  GPU-h {r['gpu_hours']:6.1f}  "
-                  f"pending p50/p95 {r['pending_p50_s']:5.1f}/{r['pending_p95_s']:5.1f} s  "
-                  f"launches {r['launches']:4d}  terminations {r['terminations']:4d}  "
-                  f"never placed {r['never_placed']}  tick p50 {r['tick_p50_ms']:.1f} ms")
-        checks = {
-            "GPU-h <= 0.85 x Ray's": eff["gpu_hours"] <= 0.85 * ray["gpu_hours"],
-            "node-h <= 0.8 x Ray's": eff["node_hours"] <= 0.8 * ray["node_hours"],
-            "pending p95 <= 1.05 x Ray's": eff["pending_p95_s"] <= 1.05 * ray["pending_p95_s"],
-            "GPU-h and node-h below FFD's": eff["gpu_hours"] < ffd["gpu_hours"]
-            and eff["node_hours"] < ffd["node_hours"],
-        }
-        print(f"  ratios to Ray's choice: GPU-h {eff['gpu_hours'] / ray['gpu_hours']:.3f}, "
-              f"node-h {eff['node_hours'] / ray['node_hours']:.3f}, "
-              f"p95 {eff['pending_p95_s'] / ray['pending_p95_s']:.3f}")
-        for what, ok in checks.items():
-            print(f"  {'met ' if ok else 'MISSED'} {what}")
+            print(f"  {name:15s} node-h {r['node_hours']:6.1f}  GPU-h {r['gpu_hours']:6.1f}  "
+                  f"cost {r['cost'] or 0:6.1f}  pending p50/p95 {r['pending_p50_s']:5.1f}/"
+                  f"{r['pending_p95_s']:5.1f} s  launches {r['launches']:4d}  terminations "
+                  f"{r['terminations']:4d}  never placed {r['never_placed']}  tick p50 "
+                  f"{r['tick_p50_ms']:.1f} ms")
+        for name in ("efficient", "efficient-proxy"):
+            eff = rows[name]
+            checks = {
+                "GPU-h <= 0.85 x Ray's": eff["gpu_hours"] <= 0.85 * ray["gpu_hours"],
+                "node-h <= 0.8 x Ray's": eff["node_hours"] <= 0.8 * ray["node_hours"],
+                "pending p95 <= 1.05 x Ray's":
+                    eff["pending_p95_s"] <= 1.05 * ray["pending_p95_s"],
+                "GPU-h and node-h below FFD's": eff["gpu_hours"] < ffd["gpu_hours"]
+                and eff["node_hours"] < ffd["node_hours"],
+            }
+            cost = (f", cost {eff['cost'] / ray['cost']:.3f} (FFD "
+                    f"{ffd['cost'] / ray['cost']:.3f})" if ray["cost"] else "")
+            print(f"  {name} / Ray's choice: GPU-h {eff['gpu_hours'] / ray['gpu_hours']:.3f}, "
+                  f"node-h {eff['node_hours'] / ray['node_hours']:.3f}, "
+                  f"p95 {eff['pending_p95_s'] / ray['pending_p95_s']:.3f}{cost}: " +
+                  ", ".join(f"{'met' if ok else 'MISSED'} {what}" for what, ok in checks.items()))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1, sort_keys=True)
@@ -80,7 +87,8 @@ def main(argv=None) -> int:
 STYLE = {"ray": ("tab:red", "o", "Ray 2.60 (= engine, ray-compat)"),
          "engine": ("tab:red", "o", "Ray 2.60 (= engine, ray-compat)"),
          "baseline": ("tab:orange", "s", "first-fit-decreasing baseline"),
-         "efficient": ("tab:green", "D", "efficient mode")}
+         "efficient": ("tab:green", "D", "efficient mode (worker groups' prices)"),
+         "efficient-proxy": ("tab:blue", "^", "efficient mode (proxy prices: GPUs, nodes)")}
 
 
 def plot(out: dict, path: str) -> None:
@@ -93,7 +101,7 @@ def plot(out: dict, path: str) -> None:
     ax = fig.add_subplot()
     seen = set()
     for seed, rows in sorted(out.items()):
-        for name in ("engine", "baseline", "efficient"):
+        for name in ("engine", "baseline", "efficient", "efficient-proxy"):
             r = rows[name]
             color, marker, label = STYLE[name]
             ax.scatter(r["pending_p95_s"], r["gpu_hours"], c=color, marker=marker, s=46,

@@ -47,7 +47,7 @@ class EngineScheduler(ResourceDemandScheduler):
         if options is not None and mode != "efficient":
             raise ValueError("options: only mode='efficient' takes options")
         super().__init__(event_logger)
-        self.engine_mode = mode          # (``mode`` is taken: the installed subclass's engine / shadow)
+        self.engine_mode = mode     # ``mode`` is the installed subclass's engine / shadow
         self._options = options
         self.last_plan = None
         self._new_id = new_id or (lambda: str(uuid.uuid4()))

@@ -23,7 +23,8 @@ scheduler in production:
 - ``ray``      Ray 2.60's ``ResourceDemandScheduler().schedule(request)``, one object
   across ticks, reading time from the simulated clock.
 - ``efficient`` ``EngineScheduler(mode="efficient")`` (``efficient.py``): the engine's
-  cost-driven mode on the same production path, priced from the worker groups.
+  cost-driven mode on the same production path, priced from the worker groups;
+  ``efficient-proxy`` the same priced by GPU-hours, then node-hours.
 
 ``seconds`` times what runs in production: ``EngineScheduler.schedule`` /
 ``ResourceDemandScheduler.schedule`` (not the request's construction, which is Ray's
@@ -352,10 +353,16 @@ def _efficient(check_ray: bool = False):
     return EfficientSched(check_ray=check_ray)
 
 
+def _efficient_proxy(check_ray: bool = False):
+    from .efficient import EfficientProxySched
+    return EfficientProxySched(check_ray=check_ray)
+
+
 register("engine", EngineSched)
 register("baseline", _no_check(BaselineSched))
 register("ray", _no_check(RaySched))
 register("efficient", _efficient)
+register("efficient-proxy", _efficient_proxy)
 NAMES = tuple(SCHEDULERS)            # the default order of `vecsched replay`
 
 
