@@ -100,28 +100,13 @@ class World:
         self.calls: list[dict] = []      # every mutating call, in arrival order
         self.reads: dict[str, int] = {}  # view calls per replica
         self._events: list[tuple] = []   # (due ns, instance id, state to, cloud id, from)
-        self._next_unit = 0
-        self._play(0.0)
+        self.cluster.play_until(0.0)
         self.cluster.place(0.0)
 
     # ---- time --------------------------------------------------------------------------
     @property
     def now_ns(self) -> int:
         return int(round(self.tick * self.cfg.tick_s * NS))
-
-    def _play(self, until: float) -> None:
-        """Arrivals and completions up to `until`, placing after each event time."""
-        c, arr, U = self.cluster, self.trace.arrival_s, self.trace.n_units
-        while True:
-            t_arr = arr[self._next_unit] if self._next_unit < U else math.inf
-            t = min(t_arr, c.next_completion())
-            if t > until:
-                return
-            while self._next_unit < U and arr[self._next_unit] <= t:
-                c.arrive(self._next_unit)
-                self._next_unit += 1
-            c.complete_until(t)
-            c.place(t)
 
     def _latency_ns(self, key: tuple[str, str], nominal_s: float, salt: int) -> int:
         seed = zlib.crc32(f"{key[0]}|{key[1]}|{salt}".encode())
@@ -261,7 +246,7 @@ class World:
             return {"ok": False, "why": "mismatch", "tick": self.tick}
         self.tick += 1
         now_s = self.tick * self.cfg.tick_s
-        self._play(now_s)
+        self.cluster.play_until(now_s)
         self._fire_until(self.now_ns)
         self.cluster.place(now_s)
         self.calls[-1]["result"] = "done"
@@ -276,7 +261,7 @@ class World:
                 "reads": dict(self.reads),
                 "instances": [{k: v for k, v in inst.items() if k != "key"}
                               for inst in self.instances.values()],
-                "units": {"arrived": self._next_unit, "pending": c.n_pending,
+                "units": {"arrived": self.cluster.arrived, "pending": c.n_pending,
                           "running": c.n_running, "done": c.n_done, "requeued": c.requeued,
                           "placed_at": placed,
                           "oversized": int(self.trace.oversized)}}

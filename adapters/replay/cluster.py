@@ -63,6 +63,7 @@ is left over as pending demand. This module plays that part, deliberately simply
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 
 import numpy as np
@@ -103,6 +104,7 @@ class Cluster:
                                else self.shape_fp[:, gpu] <= 0)
         self._gpu_col = gpu
         self.arrival = arrival_s
+        self.arrived = 0                 # units arrived so far (play_until)
         self.duration = duration_s
         self.unit_shape = unit_shape
         U = arrival_s.size
@@ -273,6 +275,21 @@ class Cluster:
         self.node_of[u] = -1
         self.gen[u] += 1
         self.n_running -= 1
+
+    def play_until(self, until: float) -> None:
+        """Arrivals (in trace order) and completions up to ``until``, placing after each
+        event time; ``arrived`` counts the units that have arrived."""
+        arr, U = self.arrival, self.arrival.size
+        while True:
+            t_arr = arr[self.arrived] if self.arrived < U else math.inf
+            t = min(t_arr, self.next_completion())
+            if t > until:
+                return
+            while self.arrived < U and arr[self.arrived] <= t:
+                self.arrive(self.arrived)
+                self.arrived += 1
+            self.complete_until(t)
+            self.place(t)
 
     def next_completion(self) -> float:
         while self._events:

@@ -9,8 +9,8 @@ def demand_summary(replay, end_s: float) -> tuple[dict, list]:
     c = replay.cluster
     trace = replay.trace
     U = trace.n_units
-    if replay._next_unit != U:
-        raise AssertionError(f"replay ended with {U - replay._next_unit} units not arrived")
+    if c.arrived != U:
+        raise AssertionError(f"replay ended with {U - c.arrived} units not arrived")
     pending = c.n_pending
     # infeasible: the last tick's infeasible units (the state has not changed since)
     infeasible = 0

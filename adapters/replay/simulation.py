@@ -160,7 +160,6 @@ class Replay:
                                avoid_gpu_nodes=config.avoid_gpu_nodes)
         self._gang_specs: dict[int, GangSpec] = {}
         self.metrics = Metrics([t.name for t in self.types])
-        self._next_unit = 0
         self._synced_version = -1
         self.last: Optional[Decision] = None
         self.decisions: list = []
@@ -199,20 +198,6 @@ class Replay:
             if iid not in alive:
                 c.remove_node(slot, now)
         self._synced_version = self.store.version
-
-    def _advance(self, until: float) -> None:
-        """Play arrivals and completions up to ``until``, placing after each event time."""
-        c, arr, U = self.cluster, self.trace.arrival_s, self.trace.n_units
-        while True:
-            t_arr = arr[self._next_unit] if self._next_unit < U else math.inf
-            t = min(t_arr, c.next_completion())
-            if t > until:
-                return
-            while self._next_unit < U and arr[self._next_unit] <= t:
-                c.arrive(self._next_unit)
-                self._next_unit += 1
-            c.complete_until(t)
-            c.place(t)
 
     def state(self, now: float) -> TickState:
         nodes, ids = [], []
@@ -253,7 +238,7 @@ class Replay:
     # ---- one tick ----------------------------------------------------------------------
     def tick(self, k: int) -> None:
         now = k * self.cfg.tick_s
-        self._advance(now)
+        self.cluster.play_until(now)
         self.clock.ns = int(round(now * NS))
         self.provider.step(self.clock.ns)
         self._sync(now)
