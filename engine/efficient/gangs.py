@@ -21,6 +21,8 @@ bundles in groups, CP-SAT (``engine.solver``) solves all groups at once over
 the nodes as they are and new nodes within the launch room, hinted with the
 winning pass, within ``cpsat_dtime`` deterministic seconds (one worker, seed
 0: reproducible); its packing replaces the pass's when it is strictly better.
+Then a neighbourhood search (``lns.py``, ``lns_dtime``) re-packs a few nodes'
+gangs at a time while that makes the launches cheaper.
 
 A forming group is never stranded: its bundles are packed onto the most
 advanced nodes first, so a group whose nodes are booting is planned onto them
@@ -33,11 +35,12 @@ import numpy as np
 
 from ..fits import gang_items, gang_strategy
 from ..solver.cpsat import have_ortools
-from ..solver.instance import EXISTING, NEW, build_slot_instance
+from ..solver.instance import EXISTING, build_slot_instance
 from .cost import Costs
 from .options import EfficientOptions
 from .improve import improve
-from .pack import _put, place_batch
+from .lns import commit_keys, hint_of, improve_lns
+from .pack import place_batch
 from .state import State
 
 
@@ -105,25 +108,20 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict):
         if better is not None:
             stats["gang_cpsat_better"] = 1
             bad, place = better
-            return bad, order, _rows(place, batches)
+        if opts.lns_dtime > 0 and nb > 0:
+            before = _placed_price(costs, place)
+            place = improve_lns(st, costs, batches, place, budget=opts.lns_dtime)
+            if _placed_price(costs, place) < before:
+                stats["gang_lns_better"] = 1
     return bad, order, _rows(_commit(st, batches, place), batches)
 
 
 def _commit(st: State, batches, place: list) -> list:
     """Apply placements whose new nodes are ``("new", j)`` keys: launch each once
     (in order of first use) and place the units; returns them with real slots."""
-    p = st.p
-    slot_of: dict = {}
-    out = []
-    for g, i, slot, n, t in place:
-        if isinstance(slot, tuple):
-            if slot not in slot_of:
-                slot_of[slot] = st.launch(t)
-            slot = slot_of[slot]
-        r = int(batches[g][0][i])
-        _put(st, 0, slot, i, n, batches[g][1][i], r, p.req.anti[r, 0] >= 0, [])
-        out.append((g, i, slot, n, t))
-    return out
+    slot_of = commit_keys(st, batches, place)
+    return [(g, i, slot_of[slot] if isinstance(slot, tuple) else slot, n, t)
+            for g, i, slot, n, t in place]
 
 
 def _unplaced(p, bad) -> int:
@@ -223,8 +221,8 @@ def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, 
 
 def _cpsat(st: State, costs: Costs, opts: EfficientOptions, batches, place, best_key):
     """The CP-SAT packing of all gangs when strictly better than the pass's
-    (best_key = (unplaced bundles, price)); committed to ``st``. Returns
-    (bad, placements) or None (``st`` untouched)."""
+    (best_key = (unplaced bundles, price)): (bad, placements with ``("new", j)``
+    keys for its launches), or None. ``st`` is untouched."""
     from ..solver.cpsat import solve
     p = st.p
     M = st.M
@@ -235,7 +233,7 @@ def _cpsat(st: State, costs: Costs, opts: EfficientOptions, batches, place, best
     offset[1:] = np.cumsum([len(b[0]) for b in batches])
     if offset[-1] != inst.I:
         return None
-    hint = _hint(inst, place, offset)
+    hint = hint_of(inst, place, offset)
     res = solve(inst, hint=hint, deterministic_limit=opts.cpsat_dtime)
     if not res.feasible:
         return None
@@ -244,46 +242,15 @@ def _cpsat(st: State, costs: Costs, opts: EfficientOptions, batches, place, best
     if (unplaced, price) >= tuple(best_key[:2]):
         return None
     gang_of = np.searchsorted(offset, np.arange(inst.I), side="right") - 1
-    slot_of: dict = {}
+    key_of: dict = {}
     out = []
     for i, k, j, n in res.assignment.tolist():
         g = int(gang_of[i])
         if inst.kind[k] == EXISTING:
             slot = int(inst.nodes[k][j])
+            t = int(st.type[slot])
         else:
-            if (k, j) not in slot_of:
-                slot_of[k, j] = st.launch(int(inst.ctype[k]))
-            slot = slot_of[k, j]
-        li = i - int(offset[g])
-        r = int(batches[g][0][li])
-        _put(st, 0, slot, li, n, batches[g][1][li], r, p.req.anti[r, 0] >= 0, [])
-        out.append((g, li, slot, n, int(st.type[slot])))
+            slot = key_of.setdefault((k, j), ("new", len(key_of)))
+            t = int(inst.ctype[k])
+        out.append((g, i - int(offset[g]), slot, n, t))
     return ~res.placed_gangs, out
-
-
-def _hint(inst, place, offset):
-    """The winning pass as a model assignment, or None (bins of a class are
-    interchangeable: they are numbered in order of use)."""
-    cls_of = {}
-    for k in np.flatnonzero(inst.kind == EXISTING).tolist():
-        for n in inst.nodes[k].tolist():
-            cls_of[n] = k
-    new_k = {int(inst.ctype[k]): k for k in np.flatnonzero(inst.kind == NEW).tolist()}
-    nxt: dict = {}
-    where: dict = {}
-    out = []
-    for g, i, slot, n, t in place:
-        if slot not in where:
-            k = None if isinstance(slot, tuple) else cls_of.get(slot)
-            if k is None:
-                k = new_k.get(t)
-            if k is None:
-                return None
-            where[slot] = (k, nxt.get(k, 0))
-            nxt[k] = nxt.get(k, 0) + 1
-        k, j = where[slot]
-        if j >= inst.bins[k]:
-            return None
-        out.append((int(offset[g]) + i, k, j, n))
-    return np.asarray(out, np.int64).reshape(-1, 4)
-
