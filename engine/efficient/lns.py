@@ -3,7 +3,9 @@
 The packing of every gang at once (best pass, then CP-SAT within its budget) can
 leave a node or two too many on large ticks: one solve over 200 bundles runs out
 of work before it finds the optimum. Here the packing is improved a few gangs at
-a time: a *neighbourhood* is the gangs on a few of the least-filled new nodes;
+a time: a *neighbourhood* is the gangs on a few of the least-filled new nodes
+(three consecutive in order of fill, then two, then one; once all are tried, four
+to six);
 everything else stays where it is (its new nodes are launched, so their room left
 is free to the neighbourhood), and CP-SAT re-packs just those gangs, hinted with
 where they are now, within a small work limit. The new packing is kept when its
@@ -24,7 +26,7 @@ from .state import State
 
 
 def improve_lns(st: State, costs: Costs, batches, place: list, *, nodes: int = 3,
-                dtime: float = 0.2, budget: float = 2.0, max_bundles: int = 80) -> list:
+                dtime: float = 0.2, budget: float = 1.0, max_bundles: int = 80) -> list:
     """A packing no dearer than ``place`` (the same gangs placed). ``st`` is the
     state before any gang is placed and is left so. ``nodes``: new nodes per
     neighbourhood; ``dtime``: work limit per re-pack; ``budget``: total work."""
@@ -90,14 +92,16 @@ def _next_hood(st, costs, batches, place, nodes: int, max_bundles: int, tried: s
     on: dict = {}
     for g, i, slot, n, t in place:
         on.setdefault(slot, set()).add(g)
-    for w in (nodes, 2, 1):
+    # narrow first (cheap solves), then wider once every narrow one is tried
+    for w in sorted({nodes, 2, 1}, reverse=True) + [nodes + 1, nodes + 2, nodes + 3]:
+        cap = max_bundles if w <= nodes else max_bundles * w // nodes
         for a in range(len(order)):
             keys = order[a:a + w]
             if len(keys) < w:
                 break
             hood = frozenset().union(*(on[k] for k in keys))
             size = sum(int(batches[g][2].sum()) for g in hood)
-            if hood and size <= max_bundles and hood not in tried:
+            if hood and size <= cap and hood not in tried:
                 return hood
     return None
 
