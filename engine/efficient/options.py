@@ -29,8 +29,8 @@ class EfficientOptions:
     least-filled new nodes at a time with CP-SAT (``lns.py``), up to this many
     deterministic seconds in all; 0 turns it off. (Measured on seeded gang ticks,
     tests/ganggen.py: within 2 % of the optimum at 200 bundles on 18 of 20 instead
-    of 11, tick median 4.6 s instead of 2.3 s; at 100 bundles 58 of 60 instead of
-    56, 1.2 s instead of 0.44 s.)
+    of 11, tick median 4.6-5.7 s instead of 2.3 s; at 100 bundles 58 of 60 instead
+    of 56, 1.2-1.4 s instead of 0.44 s.)
 
     ``cancel_pending``: pending nodes (QUEUED, ALLOCATED, RAY_INSTALLING) that this
     tick's plan puts nothing on, and that no placement group of the tick could
