@@ -65,13 +65,18 @@ class Kind:
 
 
 class Cause:
-    """Termination causes (Ray's `TerminationRequest.Cause`)."""
+    """Termination causes (Ray's `TerminationRequest.Cause`), and the efficient
+    mode's own CONSOLIDATE (opt-in, ``engine.efficient.consolidate``), which Ray's
+    enum has no value for: ``adapters/ray/codec.py`` sends it to Ray as OUTDATED
+    with details saying why."""
     IDLE = 1
     MAX_NUM_NODE_PER_TYPE = 2
     MAX_NUM_NODES = 3
     OUTDATED = 4
+    CONSOLIDATE = 5
 
-    NAMES = {1: "IDLE", 2: "MAX_NUM_NODE_PER_TYPE", 3: "MAX_NUM_NODES", 4: "OUTDATED"}
+    NAMES = {1: "IDLE", 2: "MAX_NUM_NODE_PER_TYPE", 3: "MAX_NUM_NODES", 4: "OUTDATED",
+             5: "CONSOLIDATE"}
 
 
 class Sched:

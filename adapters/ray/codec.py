@@ -293,8 +293,30 @@ def _ippr_status(inst, req: SchedulingRequest):
     return req.ippr_statuses[inst.cloud_instance_id]
 
 
+# The efficient mode's CONSOLIDATE (engine.efficient.consolidate) has no value in Ray
+# 2.60's TerminationRequest.Cause: UNKNOWN (0) would break Ray's event logger (its
+# cause -> text map has the four named causes only), and Ray's RayStopper drains for
+# IDLE alone and stops the ray node for every other cause, which is what consolidation
+# needs. So it goes to Ray as OUTDATED, its details starting with this prefix;
+# ``engine_cause`` reads it back.
+CONSOLIDATION_DETAILS = "consolidation:"
+
+
+def engine_cause(tr) -> int:
+    """The engine's cause of a ``TerminationRequest`` (CONSOLIDATE read back from
+    its details)."""
+    c = int(tr.cause)
+    if c == Cause.OUTDATED and tr.details.startswith(CONSOLIDATION_DETAILS):
+        return Cause.CONSOLIDATE
+    return c
+
+
 def _details(cause: int, value: int, node_type: str, has_ray: bool, p: Problem,
              t: int) -> str:
+    if cause == Cause.CONSOLIDATE:
+        return (f"{CONSOLIDATION_DETAILS} a {node_type} node with few GPUs in use whose "
+                f"running work fits on another running node (sent as OUTDATED: Ray has "
+                f"no consolidation cause; the ray node is stopped)")
     if cause == Cause.OUTDATED:
         return f"node from {node_type} has outdated config"
     if cause == Cause.IDLE:
@@ -324,7 +346,8 @@ def encode(d: Decoded, plan: Plan, *, new_id: Callable[[], str] = lambda: str(uu
         im = inst.im_instance
         t = int(p.node_type[n])
         tr = TerminationRequest(
-            id=new_id(), instance_id=im.instance_id, cause=cause,
+            id=new_id(), instance_id=im.instance_id,
+            cause=Cause.OUTDATED if cause == Cause.CONSOLIDATE else cause,
             instance_type=p.type_names[t], instance_status=int(status))
         if not p.node_outdated[n]:
             ray_id = im.node_id if int(status) == Status.RAY_RUNNING and inst.ray_node else ""

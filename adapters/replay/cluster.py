@@ -35,7 +35,8 @@ is left over as pending demand. This module plays that part, deliberately simply
 - **Idle time** (what the autoscaler's idle termination reads) is 0 while anything runs
   on the node, else the time since the last unit left it (or since it joined).
 - **Loss.** When a node leaves (preempted, stopped, terminated) its running units go back
-  to pending with their full duration, and are counted as requeued. A placement group
+  to pending with their full duration, and are counted as requeued (what they ran
+  so far is thrown away: ``lost_seconds``). A placement group
   that loses a bundle goes back to pending entire: its members on other nodes stop too
   (a gang job restarts), and all its members count as requeued.
 - **Resources.** A node offers exactly its worker group's resources (CPU, memory, GPU,
@@ -119,6 +120,7 @@ class Cluster:
         self.n_running = 0
         self.n_done = 0
         self.requeued = 0
+        self.lost_seconds = np.zeros(R)          # resource-seconds of runs cut short (requeued)
         self.waits: list[float] = []            # pending time of every placement
         self.used_seconds = np.zeros(R)          # resource-seconds held by units
         self._events: list[tuple] = []           # (end_s, seq, unit, gen)
@@ -179,7 +181,7 @@ class Cluster:
         for u in lost:
             if self.gangs.unit_gang[u] >= 0:
                 continue
-            self._stop(u, now)
+            self._stop(u, now, lost=True)
             self.requeued += 1
             self._enqueue(u, now)
         self.running[slot] = set()
@@ -190,7 +192,7 @@ class Cluster:
                 if other < 0:
                     continue
                 self.running[other].discard(u)
-                self._stop(u, now)
+                self._stop(u, now, lost=True)
                 if other != slot and not self.running[other]:
                     self.idle_since[other] = now
             self.requeued += len(self.gangs.members(g))
@@ -266,12 +268,16 @@ class Cluster:
         if self.gang_arrived[g] == len(self.gangs.members(g)):
             self._gang_pending(g, float(self.arrival[u]))
 
-    def _stop(self, u: int, now: float) -> None:
-        """A running unit stops (done or lost): account its resource-seconds."""
+    def _stop(self, u: int, now: float, lost: bool = False) -> None:
+        """A running unit stops (done, or ``lost`` with its node: its run so far is
+        thrown away too); account its resource-seconds."""
         slot = int(self.node_of[u])
         s = int(self.unit_shape[u])
         self.used[slot] -= self.shape_fp[s]
-        self.used_seconds += self.shape_fp[s] / SCALE * (now - self.placed_at[u])
+        held = self.shape_fp[s] / SCALE * (now - self.placed_at[u])
+        self.used_seconds += held
+        if lost:
+            self.lost_seconds += held
         self.node_of[u] = -1
         self.gen[u] += 1
         self.n_running -= 1

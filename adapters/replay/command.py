@@ -120,7 +120,8 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
                    help="worker groups: bundled name (openb_nodes, pai2020_nodes, "
                         "spot2026_nodes) or a Parquet file (default: the trace's)")
     r.add_argument("--scheduler", default=None,
-                   help="comma-separated: engine,baseline,ray,efficient,efficient-proxy (default: "
+                   help="comma-separated: engine,baseline,ray,efficient,efficient-proxy,"
+                        "efficient-consolidate (default: "
                         "engine,baseline,ray)")
     r.add_argument("--out", default="replay-out", help="directory for the plots and "
                                                       "summary.json (default: replay-out)")

@@ -51,6 +51,8 @@ def demand_summary(replay, end_s: float) -> tuple[dict, list]:
         "never_placed": pending,
         "oversized_units": trace.oversized,
         "requeued": c.requeued,
+        "lost_gpu_hours": (float(c.lost_seconds[c.col["GPU"]]) / 3600 if "GPU" in c.col
+                           else 0.0),
         "placement_groups": trace.gangs.G,
         "placement_group_units": int(trace.gangs.units.size),
         "infeasible_placement_groups": len(infeasible_gangs),

@@ -13,6 +13,8 @@ else the mode's proxy (1 + GPUs per node-hour). A replay scheduler
 object is bound to one trace's prices; ``start`` keeps them. ``efficient-proxy`` is the
 same mode priced by the proxy whatever the table says: GPU-hours, then node-hours (what
 issue 13's targets measure; the worker groups' prices make it minimise their cost).
+``efficient-consolidate`` is ``efficient-proxy`` with the opt-in consolidation on
+(``engine.efficient.consolidate``): it stops running work to free GPU nodes.
 """
 from __future__ import annotations
 
@@ -69,4 +71,21 @@ class EfficientProxySched(EfficientSched):
         super().__init__(check_ray, proxy=True)
 
 
-__all__ = ["EfficientSched", "EfficientProxySched"]
+# The share of a GPU node's GPUs in use at or below which ``efficient-consolidate``
+# stops it (when nothing is pending and its work fits on another node). Measured on
+# the default openb replay, seeds 0-3: README, "Consolidation".
+CONSOLIDATE = 0.25
+
+
+class EfficientConsolidateSched(EfficientSched):
+    """``efficient-proxy`` with consolidation on (``EfficientOptions.consolidate``
+    ``CONSOLIDATE``): it stops running work, which the replay restarts from scratch
+    (counted in ``requeued``)."""
+    name = "efficient-consolidate"
+
+    def __init__(self, check_ray: bool = False):
+        from engine.efficient import EfficientOptions
+        super().__init__(check_ray, options=EfficientOptions(consolidate=CONSOLIDATE))
+
+
+__all__ = ["EfficientSched", "EfficientProxySched", "EfficientConsolidateSched"]

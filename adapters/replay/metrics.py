@@ -23,6 +23,9 @@ Definitions (all times simulated, except the scheduler's and the replay's wall t
   ray node is up (RAY_RUNNING, or draining) / whose cloud instance exists (ALLOCATED up
   to TERMINATED: what node-hours bill), the head included.
 - **terminations**: the scheduler's terminations the instance store applied, by cause.
+- **requeued**: units that lost their node while running (preempted, or stopped by a
+  termination that was not idle: ``efficient-consolidate``'s CONSOLIDATE) and went back
+  to pending to restart; **lost GPU-hours**: the GPU-hours they had run, thrown away.
 - **launches held back**: the reconciler's QUEUED -> REQUESTED step (``LaunchStep``)
   left records QUEUED because of ``max_concurrent_launches`` or ``upscaling_speed``; a
   warning names the knob when it did so in at least ``HELD_SHARE`` of the ticks that
@@ -63,6 +66,8 @@ DEFINITIONS = (
     "running / allocated per tick (peak / mean, plots): ray node up / cloud instance "
     "billed, head included; launches held back: ticks whose QUEUED -> REQUESTED step left "
     "records queued by that limit",
+    "requeued: units whose node went away while they ran, restarted from scratch; lost "
+    "GPU-hours: what they had run",
 )
 
 

@@ -113,10 +113,11 @@ def reply_decision(reply) -> Decision:
     instance manager has no legal move for (Ray's quirks Q4 and Q13: an empty instance
     id, or a REQUESTED / RAY_STOP_REQUESTED instance) are kept, and counted in
     ``quirks``."""
+    from adapters.ray.codec import engine_cause
     launches = [(lr.instance_type, int(lr.count)) for lr in reply.to_launch]
     terms, quirks = [], 0
     for t in reply.to_terminate:
-        terms.append((t.instance_id, int(t.cause)))
+        terms.append((t.instance_id, engine_cause(t)))
         if not t.instance_id or t.instance_status in Status.UNTERMINABLE:
             quirks += 1
     infeasible: Counter = Counter()
@@ -361,8 +362,14 @@ def _efficient_proxy(check_ray: bool = False):
 register("engine", EngineSched)
 register("baseline", _no_check(BaselineSched))
 register("ray", _no_check(RaySched))
+def _efficient_consolidate(check_ray: bool = False):
+    from .efficient import EfficientConsolidateSched
+    return EfficientConsolidateSched(check_ray=check_ray)
+
+
 register("efficient", _efficient)
 register("efficient-proxy", _efficient_proxy)
+register("efficient-consolidate", _efficient_consolidate)
 NAMES = tuple(SCHEDULERS)            # the default order of `vecsched replay`
 
 

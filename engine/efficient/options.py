@@ -39,6 +39,15 @@ class EfficientOptions:
     ``keep_gpu_for_gpu``: no new GPU node is launched for demand without GPUs
     while a type without GPUs can take it; existing GPU nodes take such demand
     last.
+
+    ``consolidate`` in [0, 1), opt-in (0: off): on a tick with nothing pending, a
+    running GPU node whose GPUs are at most this share in use, and whose running
+    work would fit in the free room of one other running node, is terminated
+    (cause CONSOLIDATE; ``consolidate.py``), at most ``consolidate_per_tick`` a
+    tick. **Its running work is stopped** and must be restarted elsewhere (Ray
+    stops the ray node for any termination but an idle one): only for work that
+    restarts (tasks with retries, actors with restarts, gang jobs excluded: a
+    node hosting placement-group bundles is never chosen).
     """
     prices: Optional[Mapping[str, float]] = None
     gpu_weight: float = 1.0
@@ -48,6 +57,8 @@ class EfficientOptions:
     lns_dtime: float = 1.0
     cancel_pending: bool = True
     keep_gpu_for_gpu: bool = True
+    consolidate: float = 0.0
+    consolidate_per_tick: int = 1
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -56,9 +67,13 @@ class EfficientOptions:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
                     or not lo <= v <= hi:
                 raise ValueError(f"options.{name}: must be a number in [{lo}, {hi}], got {v!r}")
-        v = self.gang_cpsat_bundles
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"options.gang_cpsat_bundles: must be an integer >= 0, got {v!r}")
+        v = self.consolidate
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
+            raise ValueError(f"options.consolidate: must be a number in [0, 1), got {v!r}")
+        for name, lo in (("gang_cpsat_bundles", 0), ("consolidate_per_tick", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"options.{name}: must be an integer >= {lo}, got {v!r}")
         if self.prices is not None:
             for k, x in dict(self.prices).items():
                 if x is None:

@@ -102,6 +102,11 @@ class State:
         if self.global_room >= 0:
             self.global_room = max(self.p.max_num_nodes - int(self.alive[:self.M].sum()), 0)
 
+    def keeps_min(self, n: int) -> bool:
+        """Terminating node n would leave its configured type below min_worker_nodes."""
+        t = int(self.type[n])
+        return bool(self.p.type_configured[t]) and self.type_count(t) - 1 < self.p.type_min[t]
+
     def type_count(self, t: int) -> int:
         return int((self.alive[:self.M] & (self.type[:self.M] == t)).sum())
 

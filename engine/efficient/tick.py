@@ -17,7 +17,9 @@ mode's own (``pack``, ``gangs``):
 6. plain demand, existing nodes first, then new ones (``pack``);
 7. idle termination as Ray's (per-type timeout, nothing placed, never below
    ``min_worker_nodes``), and with ``cancel_pending`` the pending nodes the plan
-   does not need.
+   does not need;
+8. with ``consolidate`` (opt-in), on a tick with nothing pending, low-use GPU
+   nodes whose work fits on another node (``consolidate``).
 
 Nothing is ever placed on a node the tick terminates (no quirk Q1). IPPR resizes
 are not issued: in-place-resizable nodes are packed at their current size.
@@ -33,6 +35,7 @@ from ..problem import Problem
 from .cost import Costs
 from .gangs import gang_batch, place_gangs
 from .options import EfficientOptions
+from .consolidate import consolidate
 from .pack import place_batch
 from .state import State
 
@@ -52,6 +55,7 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
     _idle(st)
     if opts.cancel_pending:
         _cancel_pending(st, costs)
+    consolidate(st, opts)
     return _assemble(st, run_order, infeasible, why, placements, con_bad, gang_bad, gang_order,
                      stats)
 
@@ -154,13 +158,6 @@ def _why(st: State, s: int) -> int:
 
 # ---- termination ----------------------------------------------------------------------
 
-def _keep_min(st: State, n: int) -> bool:
-    """Terminating node n would leave its configured type below min_worker_nodes."""
-    p = st.p
-    t = int(st.type[n])
-    return bool(p.type_configured[t]) and st.type_count(t) - 1 < p.type_min[t]
-
-
 def _idle(st: State) -> None:
     p = st.p
     N = p.N
@@ -173,7 +170,7 @@ def _idle(st: State) -> None:
                 & (p.node_idle_ms > timeout * 1000.0))
     cand = np.flatnonzero(idle)
     for n in cand[np.lexsort((cand, -p.node_idle_ms[cand]))].tolist():
-        if not _keep_min(st, n):
+        if not st.keeps_min(n):
             st.terminate(n, Cause.IDLE, int(p.node_idle_ms[n]))
 
 
@@ -195,7 +192,7 @@ def _cancel_pending(st: State, costs: Costs) -> None:
     cand = np.flatnonzero(pend)
     # least advanced first (cheapest to drop), then the lowest index
     for n in cand[np.lexsort((cand, st.ready[cand]))].tolist():
-        if not _keep_min(st, n):
+        if not st.keeps_min(n):
             st.terminate(n, Cause.IDLE, int(p.node_idle_ms[n]))
 
 

@@ -1,0 +1,90 @@
+"""Consolidation (opt-in, ``EfficientOptions.consolidate``): stop a low-use GPU
+node when what runs on it would fit on another running node.
+
+Once demand stops arriving, the GPU nodes stay up as long as any of their work
+runs: the raylets place, nothing migrates, so a node with one long task left
+keeps all its GPUs billed (on the default openb replay that is most of the
+efficient mode's waste). Consolidation trades a restart of that work for the
+node. On a tick with nothing pending (no demand, no placement group, no
+``request_resources()`` constraint) and no launch:
+
+- **victims**: running GPU nodes (RAY_RUNNING, terminable, not the head, not
+  below ``min_worker_nodes``) with some work on them, at most ``consolidate`` of
+  their GPUs in use, hosting no placement-group bundle (no private resources, no
+  ``_PG_`` label) and holding no per-node implicit slot; least-used first, then
+  by index;
+- **room**: a victim goes only if the resources its work holds (total minus
+  available, every column) fit in the free room of one other running node that
+  is not a victim, taken first-fit by index and then reserved. One node holding
+  it all is enough for the raylet to place the restarted work again whatever
+  order it places it in; nothing is launched for it.
+
+At most ``consolidate_per_tick`` victims a tick, terminated with cause
+CONSOLIDATE (sent to Ray as OUTDATED, the details saying why: Ray's enum has no
+consolidation cause, and Ray stops the ray node for any cause but IDLE).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import IMPLICIT_PREFIX, PRIVATE_PREFIX, Cause, Kind, Status
+from .options import EfficientOptions
+from .state import State
+
+_EPS = 1e-9
+
+
+def _nothing_pending(st: State) -> bool:
+    p = st.p
+    return (int(p.shape_count.sum()) == 0 and p.G == 0 and not p.has_constraint
+            and st.M == p.N)
+
+
+def _hosts_groups(p) -> np.ndarray:
+    """(N,) bool: the node hosts placement-group bundles."""
+    out = np.asarray([len(x) > 0 for x in p.node_private], bool) if p.N else np.zeros(0, bool)
+    pg = [i for i, k in enumerate(p.label_keys) if k.startswith("_PG_")]
+    if pg:
+        out |= (p.node_label[:, pg] >= 0).any(axis=1)
+    return out
+
+
+def consolidate(st: State, opts: EfficientOptions) -> None:
+    p = st.p
+    g = p.gpu_col
+    if opts.consolidate <= 0 or g < 0 or p.N == 0 or not _nothing_pending(st):
+        return
+    N = p.N
+    real = np.asarray([not (r.startswith(IMPLICIT_PREFIX) or r.startswith(PRIVATE_PREFIX))
+                       for r in p.resources], bool)
+    held_slot = ((p.node_free_present & (p.node_free < 1.0 - _EPS))[:, p.implicit]).any(axis=1) \
+        if p.implicit.any() else np.zeros(N, bool)
+    running = st.alive[:N] & (p.node_status == Status.RAY_RUNNING) & p.node_has_ray
+    used = np.where(real[None, :], np.clip(p.node_total - st.free[:N], 0.0, None), 0.0)
+    busy = (used > _EPS).any(axis=1)
+    gpus = p.node_total[:, g]
+    share = np.divide(used[:, g], gpus, out=np.ones(N), where=gpus > 0)
+    victim = (running & st.terminable & (p.node_kind != Kind.HEAD) & (gpus > 0) & busy
+              & (share <= opts.consolidate + _EPS) & ~_hosts_groups(p) & ~held_slot)
+    cand = np.flatnonzero(victim)
+    if cand.size == 0:
+        return
+    free = np.where(real[None, :], st.free[:N], 0.0).copy()
+    taken = 0
+    gone = np.zeros(N, bool)
+    for v in cand[np.lexsort((cand, share[cand]))].tolist():
+        if taken >= opts.consolidate_per_tick:
+            break
+        if st.keeps_min(v):
+            continue
+        need = used[v]
+        cols = need > _EPS
+        hosts = running & ~victim & ~gone
+        hosts[v] = False
+        fits = np.flatnonzero(hosts & (free[:, cols] >= need[cols] - _EPS).all(axis=1))
+        if fits.size == 0:
+            continue
+        free[int(fits[0])] -= need
+        gone[v] = True
+        st.terminate(v, Cause.CONSOLIDATE, 0)
+        taken += 1
