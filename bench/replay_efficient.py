@@ -3,6 +3,7 @@ choice), the FFD baseline and, with ``--ray``, Ray 2.60's own scheduler.
 
     .venv/bin/python bench/replay_efficient.py              # seed 0, the `vecsched replay` defaults
     .venv/bin/python bench/replay_efficient.py --seeds 0,1,2,3 --plot docs/efficient.png
+    .venv/bin/python bench/replay_efficient.py --split     # where each one's GPU-hours go
 
 It runs ``adapters.replay.Replay`` with the registered schedulers (``efficient`` is
 ``EngineScheduler(mode="efficient")`` priced from the worker groups, ``efficient-proxy``
@@ -10,6 +11,23 @@ the same priced by GPU-hours then node-hours) on the window and config ``vecsche
 uses, and prints the metrics the issue's targets name, the ratios to the engine's
 (Ray's choice) and whether each target holds. (``vecsched replay --scheduler
 engine,efficient,baseline,ray`` shows the same for one seed.)
+
+``--split`` says where each scheduler's GPU-hours go (``gpu_split``):
+
+- **booting**: from ALLOCATED to the ray node joining (RAY_RUNNING), or to the end of
+  the record if it never joined (cancelled while booting); exact, from the records;
+- **used** / **free while arriving**: the GPUs of the cluster's nodes held by running
+  units / left free, up to the last arrival;
+- **used** / **free in the tail**: the same after the last arrival (the replay's
+  ``tail_s``, 600 s by default), when nothing new arrives: the free GPUs there sit on
+  nodes that their last units keep up (the raylets place; nothing migrates) or on idle
+  nodes waiting out the idle timeout, and no scheduler decision can free them without
+  stopping running work;
+- **rest**: what is left of the metric: nodes that left ray (RAY_STOPPED) waiting
+  for the cloud to terminate them, and the sampling's rounding.
+
+The four middle parts are sampled at every tick (5 s) over the nodes the cluster
+stand-in holds (RAY_RUNNING and draining).
 """
 from __future__ import annotations
 
@@ -24,20 +42,71 @@ from adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load  # noqa: 
 from adapters.replay import make  # noqa: E402
 
 KEYS = ("node_hours", "gpu_hours", "cost", "pending_p50_s", "pending_p95_s", "terminations",
-        "never_placed", "tick_p50_ms", "scheduler_s")
+        "never_placed", "requeued", "lost_gpu_hours", "tick_p50_ms", "scheduler_s")
+EFFICIENT = ("efficient", "efficient-proxy", "efficient-consolidate")
 
 
-def run(loaded, sched, seed: int) -> dict:
-    m = Replay(loaded, sched, ReplayConfig(seed=seed)).run().metrics
-    return {k: m[k] for k in KEYS} | {
+def run(loaded, sched, seed: int, split: bool = False) -> dict:
+    replay = Replay(loaded, sched, ReplayConfig(seed=seed))
+    sample = _Sampler(replay) if split else None
+    m = replay.run(sample).metrics
+    out = {k: m[k] for k in KEYS} | {
         "launches": m["instances"]["launched"],
         "launches_by_type": {t: c["launched"] for t, c in m["instances_by_type"].items()}}
+    if split:
+        out["gpu_split"] = sample.split(m["gpu_hours"])
+    return out
+
+
+class _Sampler:
+    """The ``progress`` callback of ``Replay.run``: after every tick, the GPUs of the
+    cluster's nodes, held and free, before and after the last arrival (module
+    docstring)."""
+
+    def __init__(self, replay):
+        self.r = replay
+        self.last = float(replay.trace.arrival_s[-1]) if replay.trace.n_units else 0.0
+        self.acc = {"used while arriving": 0.0, "free while arriving": 0.0,
+                    "used in the tail": 0.0, "free in the tail": 0.0}
+
+    def __call__(self, done: int, total: int) -> None:
+        from adapters.replay.cluster import SCALE
+        c, dt = self.r.cluster, self.r.cfg.tick_s
+        g = c.col.get("GPU")
+        if g is None or not len(c.total):
+            return
+        on = c.alive & (c.total[:, g] > 0)
+        used = float(c.used[on, g].sum()) / SCALE * dt / 3600
+        free = float(c.total[on, g].sum()) / SCALE * dt / 3600 - used
+        part = "in the tail" if (done - 1) * dt > self.last else "while arriving"
+        self.acc["used " + part] += used
+        self.acc["free " + part] += free
+
+    def split(self, gpu_hours: float) -> dict:
+        from engine.dtypes import Status as S
+        end = (len(self.r.metrics.tick_s) - 1) * self.r.cfg.tick_s * 1e9
+        gpus = {t.name: float(t.resources.get("GPU", 0.0)) for t in self.r.types}
+        booting = 0.0
+        for rec in self.r.store:
+            alloc = rec.times_ns(S.ALLOCATED)
+            if not alloc or not gpus[rec.instance_type]:
+                continue
+            joined = rec.entered_ns(S.RAY_RUNNING)
+            stop = rec.times_ns(S.TERMINATED)
+            upto = min([x for x in (joined, min(stop) if stop else None) if x is not None]
+                       or [end])
+            booting += gpus[rec.instance_type] * max(0.0, min(upto, end) - min(alloc)) / 3.6e12
+        out = {"booting": booting, **self.acc}
+        out["rest"] = gpu_hours - sum(out.values())
+        return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--ray", action="store_true", help="also Ray 2.60's own scheduler (slow)")
+    ap.add_argument("--split", action="store_true",
+                    help="also where each scheduler's GPU-hours go (module docstring)")
     ap.add_argument("--json", default=None, help="write the figures to this file")
     ap.add_argument("--plot", default=None,
                     help="write a PNG of GPU-hours against pending p95 (every seed) here")
@@ -47,20 +116,26 @@ def main(argv=None) -> int:
     loaded = load(None, None, DEFAULT_WINDOW)
     out = {}
     for seed in [int(s) for s in args.seeds.split(",")]:
-        rows = {name: run(loaded, make(name), seed)
-                for name in ("engine", "baseline", "efficient", "efficient-proxy")}
+        rows = {name: run(loaded, make(name), seed, args.split)
+                for name in ("engine", "baseline") + EFFICIENT}
         if args.ray:
-            rows["ray"] = run(loaded, make("ray"), seed)
+            rows["ray"] = run(loaded, make("ray"), seed, args.split)
         out[seed] = rows
         ray, ffd = rows["engine"], rows["baseline"]
         print(f"seed {seed}")
         for name, r in rows.items():
-            print(f"  {name:15s} node-h {r['node_hours']:6.1f}  GPU-h {r['gpu_hours']:6.1f}  "
+            print(f"  {name:21s} node-h {r['node_hours']:6.1f}  GPU-h {r['gpu_hours']:6.1f}  "
                   f"cost {r['cost'] or 0:6.1f}  pending p50/p95 {r['pending_p50_s']:5.1f}/"
                   f"{r['pending_p95_s']:5.1f} s  launches {r['launches']:4d}  terminations "
-                  f"{r['terminations']:4d}  never placed {r['never_placed']}  tick p50 "
+                  f"{r['terminations']:4d}  never placed {r['never_placed']}  requeued "
+                  f"{r['requeued']} ({r['lost_gpu_hours']:.1f} GPU-h lost)  tick p50 "
                   f"{r['tick_p50_ms']:.1f} ms")
-        for name in ("efficient", "efficient-proxy"):
+        if args.split:
+            print("  GPU-hours by where they go:")
+            for name, r in rows.items():
+                print(f"    {name:21s} " + ", ".join(f"{k} {v:5.1f}"
+                                                  for k, v in r["gpu_split"].items()))
+        for name in EFFICIENT:
             eff = rows[name]
             checks = {
                 "GPU-h <= 0.85 x Ray's": eff["gpu_hours"] <= 0.85 * ray["gpu_hours"],
@@ -88,7 +163,9 @@ STYLE = {"ray": ("tab:red", "o", "Ray 2.60 (= engine, ray-compat)"),
          "engine": ("tab:red", "o", "Ray 2.60 (= engine, ray-compat)"),
          "baseline": ("tab:orange", "s", "first-fit-decreasing baseline"),
          "efficient": ("tab:green", "D", "efficient mode (worker groups' prices)"),
-         "efficient-proxy": ("tab:blue", "^", "efficient mode (proxy prices: GPUs, nodes)")}
+         "efficient-proxy": ("tab:blue", "^", "efficient mode (proxy prices: GPUs, nodes)"),
+         "efficient-consolidate": ("tab:purple", "v",
+                                   "efficient-proxy + consolidation (restarts work)")}
 
 
 def plot(out: dict, path: str) -> None:
@@ -101,7 +178,7 @@ def plot(out: dict, path: str) -> None:
     ax = fig.add_subplot()
     seen = set()
     for seed, rows in sorted(out.items()):
-        for name in ("engine", "baseline", "efficient", "efficient-proxy"):
+        for name in ("engine", "baseline") + EFFICIENT:
             r = rows[name]
             color, marker, label = STYLE[name]
             ax.scatter(r["pending_p95_s"], r["gpu_hours"], c=color, marker=marker, s=46,
