@@ -17,7 +17,9 @@ node. On a tick with nothing pending (no demand, no placement group, no
   available, every column) fit in the free room of one other running node that
   is not a victim, taken first-fit by index and then reserved. One node holding
   it all is enough for the raylet to place the restarted work again whatever
-  order it places it in; nothing is launched for it.
+  order it places it in; nothing is launched for it. (What the autoscaler does
+  not see: the label selectors of running work, so work that selects node labels
+  may find no room and go pending, and get a node launched as any demand does.)
 
 At most ``consolidate_per_tick`` victims a tick, terminated with cause
 CONSOLIDATE (sent to Ray as OUTDATED, the details saying why: Ray's enum has no
