@@ -10,8 +10,10 @@ scheduler, in ``setup_cache``, recording the scheduler's input of every tick. Th
   its vocabulary and caches carry over as in production; for the baseline its
   ``build_problem`` and packing). asv's median is the median tick.
 - ``TraceQuality.track_node_hours``, ``track_gpu_hours``, ``track_pending_p95_s`` are
-  the replay's quality figures (``adapters/replay/metrics.py``), ``track_tick_p50_ms``
-  the median tick as the replay measured it.
+  the replay's quality figures (``adapters/replay/metrics.py``), ``track_requeued`` the
+  units restarted because their node went (``efficient-consolidate`` stops low-use GPU
+  nodes; 0 for the others), ``track_tick_p50_ms`` the median tick as the replay
+  measured it.
 
 The schedulers are every registered one of ``BENCHED`` (an efficient mode registered in
 ``adapters.replay.schedulers.SCHEDULERS`` as "efficient" is picked up with no change
@@ -32,7 +34,8 @@ from adapters.replay import GangOverlay, Replay, ReplayConfig, SCHEDULERS, Windo
 from adapters.replay.schedulers import TickState
 from adapters.traces import WORKER_GROUP_SETS
 
-BENCHED = tuple(n for n in ("engine", "baseline", "efficient") if n in SCHEDULERS)
+BENCHED = tuple(n for n in ("engine", "baseline", "efficient", "efficient-consolidate")
+                if n in SCHEDULERS)
 WINDOW = Window(start=None, pods=300, arrival_scale=200.0)
 _TIMEOUT = 900
 
@@ -126,6 +129,10 @@ class TraceQuality:
     def track_pending_p95_s(self, cache, groups, scheduler):
         return cache[(groups, scheduler)]["metrics"]["pending_p95_s"]
     track_pending_p95_s.unit = "seconds"
+
+    def track_requeued(self, cache, groups, scheduler):
+        return cache[(groups, scheduler)]["metrics"]["requeued"]
+    track_requeued.unit = "units"
 
     def track_tick_p50_ms(self, cache, groups, scheduler):
         return cache[(groups, scheduler)]["metrics"]["tick_p50_ms"]
