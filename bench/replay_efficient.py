@@ -93,9 +93,8 @@ class _Sampler:
                 continue
             joined = rec.entered_ns(S.RAY_RUNNING)
             stop = rec.times_ns(S.TERMINATED)
-            upto = min([x for x in (joined, min(stop) if stop else None) if x is not None]
-                       or [end])
-            booting += gpus[rec.instance_type] * max(0.0, min(upto, end) - min(alloc)) / 3.6e12
+            upto = min(x for x in (joined, min(stop) if stop else None, end) if x is not None)
+            booting += gpus[rec.instance_type] * max(0.0, upto - min(alloc)) / 3.6e12
         out = {"booting": booting, **self.acc}
         out["rest"] = gpu_hours - sum(out.values())
         return out

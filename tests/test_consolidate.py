@@ -53,9 +53,10 @@ def test_kept_when_no_single_node_has_the_room():
     # 1 GPU and 16 CPUs in use; the other node has the GPU but not the CPUs
     assert _plan([_node(7.0, i=0), _node(4.0, cpu_free=8.0, i=1)],
                  consolidate=0.25).terminations() == []
-    # spread over two nodes it would fit, but the raylet could not be sure to: kept
+    # spread over two nodes (7 of 8 GPUs in use: no victims) it would fit, but the raylet
+    # could not be sure to: kept
     assert _plan([_node(7.0, i=0), _node(1.0, cpu_free=8.0, i=1),
-                  _node(1.0, cpu_free=8.0, i=2)], consolidate=0.9).terminations() == []
+                  _node(1.0, cpu_free=8.0, i=2)], consolidate=0.25).terminations() == []
     # a node without GPUs can take work that holds no GPU (a CPU-only task on a GPU node)
     assert _plan([_node(8.0, cpu_free=24.0, i=0), _node(0.0, cpu_free=16.0, t="cpu", i=1)],
                  consolidate=0.25).terminations() == [(0, "CONSOLIDATE")]

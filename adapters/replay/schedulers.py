@@ -349,27 +349,21 @@ def _no_check(cls):
     return factory
 
 
-def _efficient(check_ray: bool = False):
-    from .efficient import EfficientSched      # the efficient mode's modules load on use
-    return EfficientSched(check_ray=check_ray)
-
-
-def _efficient_proxy(check_ray: bool = False):
-    from .efficient import EfficientProxySched
-    return EfficientProxySched(check_ray=check_ray)
+def _efficient(cls_name: str):
+    """A factory of the efficient mode's scheduler ``cls_name`` (``efficient.py``),
+    whose modules load on use."""
+    def factory(check_ray: bool = False):
+        from . import efficient
+        return getattr(efficient, cls_name)(check_ray=check_ray)
+    return factory
 
 
 register("engine", EngineSched)
 register("baseline", _no_check(BaselineSched))
 register("ray", _no_check(RaySched))
-def _efficient_consolidate(check_ray: bool = False):
-    from .efficient import EfficientConsolidateSched
-    return EfficientConsolidateSched(check_ray=check_ray)
-
-
-register("efficient", _efficient)
-register("efficient-proxy", _efficient_proxy)
-register("efficient-consolidate", _efficient_consolidate)
+register("efficient", _efficient("EfficientSched"))
+register("efficient-proxy", _efficient("EfficientProxySched"))
+register("efficient-consolidate", _efficient("EfficientConsolidateSched"))
 NAMES = tuple(SCHEDULERS)            # the default order of `vecsched replay`
 
 

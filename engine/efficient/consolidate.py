@@ -8,7 +8,7 @@ efficient mode's waste). Consolidation trades a restart of that work for the
 node. On a tick with nothing pending (no demand, no placement group, no
 ``request_resources()`` constraint) and no launch:
 
-- **victims**: running GPU nodes (RAY_RUNNING, terminable, not the head, not
+- **victims**: running GPU nodes (RAY_RUNNING, terminable: never the head; not
   below ``min_worker_nodes``) with some work on them, at most ``consolidate`` of
   their GPUs in use, hosting no placement-group bundle (no private resources, no
   ``_PG_`` label) and holding no per-node implicit slot; least-used first, then
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import IMPLICIT_PREFIX, PRIVATE_PREFIX, Cause, Kind, Status
+from ..dtypes import IMPLICIT_PREFIX, PRIVATE_PREFIX, Cause, Status
 from .options import EfficientOptions
 from .state import State
 
@@ -66,7 +66,7 @@ def consolidate(st: State, opts: EfficientOptions) -> None:
     busy = (used > _EPS).any(axis=1)
     gpus = p.node_total[:, g]
     share = np.divide(used[:, g], gpus, out=np.ones(N), where=gpus > 0)
-    victim = (running & st.terminable & (p.node_kind != Kind.HEAD) & (gpus > 0) & busy
+    victim = (running & st.terminable & (gpus > 0) & busy
               & (share <= opts.consolidate + _EPS) & ~_hosts_groups(p) & ~held_slot)
     cand = np.flatnonzero(victim)
     if cand.size == 0:
@@ -82,7 +82,6 @@ def consolidate(st: State, opts: EfficientOptions) -> None:
         need = used[v]
         cols = need > _EPS
         hosts = running & ~victim & ~gone
-        hosts[v] = False
         fits = np.flatnonzero(hosts & (free[:, cols] >= need[cols] - _EPS).all(axis=1))
         if fits.size == 0:
             continue
