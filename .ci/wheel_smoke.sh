@@ -21,6 +21,9 @@ tar -C "$repo" --exclude=./.venv --exclude=./build --exclude=./.git --exclude='*
 "$tmp/build-env/bin/pip" wheel -q --no-deps -w "$tmp/dist" "$tmp/src"
 wheel=$(ls "$tmp"/dist/vecsched-*.whl)
 echo "$wheel"
+# Every installed module lives under vecsched: nothing named engine or adapters at the top.
+tops=$("$PY" -c "import sys, zipfile; print(' '.join(sorted({n.split('/')[0] for n in zipfile.ZipFile(sys.argv[1]).namelist() if not n.split('/')[0].endswith('.dist-info')})))" "$wheel")
+[ "$tops" = "vecsched" ] || { echo "wheel smoke: top-level names are '$tops', not 'vecsched'" >&2; exit 1; }
 echo "== install it into a fresh venv"
 "$PY" -m venv "$tmp/venv"
 "$tmp/venv/bin/pip" install -q --upgrade pip >/dev/null
@@ -29,9 +32,9 @@ cd "$tmp"          # outside the checkout: nothing can come from the repository
 export NUMBA_CACHE_DIR="$tmp/numba-cache"
 "$tmp/venv/bin/python" - <<'EOF'
 import sys
-import adapters.traces as T
-import engine
-from adapters.ray import EngineScheduler
+import vecsched.adapters.traces as T
+import vecsched.engine as engine
+from vecsched.adapters.ray import EngineScheduler
 EngineScheduler()
 assert "site-packages" in T.__file__, T.__file__
 assert T.read_demand(T.bundled("openb")).num_rows == 8152

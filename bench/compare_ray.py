@@ -149,7 +149,7 @@ def time_ray(req, repeat: int, cap: float) -> dict:
 
 # ---- the engine in this process ---------------------------------------------------------
 def time_engine(req, repeat: int) -> dict:
-    from adapters.ray import EngineScheduler
+    from vecsched.adapters.ray import EngineScheduler
     # One instance across runs, as inside the autoscaler: its first call starts
     # with empty caches (resource columns, placement groups decoded last tick).
     sched = EngineScheduler()
@@ -216,8 +216,8 @@ def profile(nodes, units, shapes, scenario, seed, top, calls, gangs=0) -> int:
     import cProfile
     import pstats
 
-    import engine
-    from adapters.ray import EngineScheduler
+    import vecsched.engine as engine
+    from vecsched.adapters.ray import EngineScheduler
     engine.warmup()
     req = common.scheduling_request(_spec(nodes, units, shapes, scenario, seed, gangs))
     sched = EngineScheduler()
@@ -302,7 +302,7 @@ def main(argv=None) -> int:
         return profile(a.nodes, a.requests, a.shapes, a.scenario, a.seed, a.profile, a.repeat,
                        a.gangs)
 
-    import engine
+    import vecsched.engine as engine
     t0 = time.perf_counter()
     warm = engine.warmup()
     warm_wall = time.perf_counter() - t0
@@ -317,7 +317,7 @@ def main(argv=None) -> int:
         print(json.dumps({"warmup_s": warm, "warmup_wall_s": warm_wall, "rows": rows},
                          indent=1, default=str))
     else:
-        print(f"engine compile/warm-up: {warm:.3f} s (engine.warmup() in this process, numba "
+        print(f"engine compile/warm-up: {warm:.3f} s (vecsched.engine.warmup() in this process, numba "
               f"disk cache as found), generator {_generator(a.shapes, a.gangs)}, "
               f"seed {a.seed}")
         print(table(rows))

@@ -1,5 +1,5 @@
 """Where a cold start's compile time goes: every numba compilation of
-``engine.warmup()`` (and the codec's scan) in a fresh interpreter with an empty
+``vecsched.engine.warmup()`` (and the codec's scan) in a fresh interpreter with an empty
 numba cache, per kernel and per specialisation.
 
     python bench/compile_profile.py [--top 40] [--json] [--warm] [--python PY]
@@ -67,14 +67,14 @@ def cpu():
 event.register("numba:compile", _L())
 event.register("numba:llvm_lock", _Lock())
 w0, c0 = time.perf_counter(), cpu()
-import engine
-from engine import warmup
+import vecsched.engine as engine
+from vecsched.engine import warmup
 w1, c1 = time.perf_counter(), cpu()
 warmup()
 w2, c2 = time.perf_counter(), cpu()
 codec = None
 try:
-    from adapters.ray import wire
+    from vecsched.adapters.ray import wire
     wire.warmup()
     codec = True
 except ImportError:          # no Ray here: the engine alone
@@ -112,7 +112,7 @@ def summarise(res: dict, top: int) -> str:
     total_self = sum(v["self"] for v in by.values())
     lines = [f"{'kernel':58s} {'specs':>5s} {'self s':>8s} {'llvm s':>8s} {'incl s':>8s}"]
     for name, v in rows[:top]:
-        short = name.replace("engine.kernels.", "k.").replace("adapters.ray.", "a.")
+        short = name.replace("vecsched.engine.kernels.", "k.").replace("vecsched.adapters.ray.", "a.")
         lines.append(f"{short:58s} {v['specs']:5d} {v['self']:8.2f} {v['llvm']:8.2f} "
                      f"{v['incl']:8.2f}")
     lines.append(f"{len(by)} kernels, {len(res['records'])} specialisations, "
@@ -124,7 +124,7 @@ def summarise(res: dict, top: int) -> str:
         for a in v["args"]:
             lines.append(f"      {a[:200]}")
     lines.append(f"python {res['python']}: import {res['import_wall']:.2f} s wall "
-                 f"({res['import_cpu']:.2f} s CPU); engine.warmup() "
+                 f"({res['import_cpu']:.2f} s CPU); vecsched.engine.warmup() "
                  f"{res['warmup_wall']:.2f} s wall ({res['warmup_cpu']:.2f} s CPU); codec "
                  f"scan {res['codec_wall']:.2f} s wall ({res['codec_cpu']:.2f} s CPU)")
     return "\n".join(lines)
@@ -145,7 +145,7 @@ def main(argv=None) -> None:
         return
     print(summarise(cold, a.top))
     if warm is not None:
-        print(f"warm: engine.warmup() {warm['warmup_wall']:.2f} s wall "
+        print(f"warm: vecsched.engine.warmup() {warm['warmup_wall']:.2f} s wall "
               f"({warm['warmup_cpu']:.2f} s CPU), {len(warm['records'])} compilations")
 
 

@@ -4,10 +4,10 @@ gap of each scheduler's plan to the proven optimum (or bound).
     .venv/bin/python bench/cross_check.py                    # 25/50/100/200 bundles, 20 seeds
     .venv/bin/python bench/cross_check.py --bundles 100 --seeds 5
 
-Gang ticks come from ``tests/ganggen.py:gang_tick`` (placement groups of 2-8
+Gang ticks come from ``tests/kits/ganggen.py:gang_tick`` (placement groups of 2-8
 bundles, mixed strategies, Ray-train-like shapes, six Ray-like worker groups);
 plain ticks from ``plain_tick`` (the FFD baseline places no placement group,
-so it is compared on those). The objective is the model's (``engine.solver``):
+so it is compared on those). The objective is the model's (``vecsched.engine.solver``):
 unplaced bundles first, then the price of the launches (proxy 1 + GPUs per node).
 Solver: one worker, seed 0, ``--dtime`` deterministic seconds; times are
 wall-clock medians on this machine (noisy: other jobs share it).
@@ -23,10 +23,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from engine import schedule  # noqa: E402
-from engine.baseline import schedule_baseline  # noqa: E402
-from engine.efficient import EfficientOptions  # noqa: E402
-from engine.solver import assignment_of_plan, build_instance, check_plan, solve  # noqa: E402
+from vecsched.engine import schedule  # noqa: E402
+from vecsched.engine.baseline.ffd import schedule_baseline  # noqa: E402
+from vecsched.engine.efficient import EfficientOptions  # noqa: E402
+from vecsched.engine.solver import assignment_of_plan, build_instance, check_plan, solve  # noqa: E402
 from tests.ganggen import gang_tick, plain_tick  # noqa: E402
 
 

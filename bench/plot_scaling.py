@@ -22,7 +22,7 @@ SHAPES = (10, 20, 50, 100, 200)                # at 1,000 nodes, 10,000 pending 
 
 
 def sweep(cap: float, repeat: int) -> list[dict]:
-    import engine
+    import vecsched.engine as engine
     engine.warmup()
     rows = []
     for n in NODES:

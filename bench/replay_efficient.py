@@ -5,7 +5,7 @@ choice), the FFD baseline and, with ``--ray``, Ray 2.60's own scheduler.
     .venv/bin/python bench/replay_efficient.py --seeds 0,1,2,3 --plot docs/efficient.png
     .venv/bin/python bench/replay_efficient.py --split     # where each one's GPU-hours go
 
-It runs ``adapters.replay.Replay`` with the registered schedulers (``efficient`` is
+It runs ``vecsched.adapters.sim.replay.Replay`` with the registered schedulers (``efficient`` is
 ``EngineScheduler(mode="efficient")`` priced from the worker groups, ``efficient-proxy``
 the same priced by GPU-hours then node-hours) on the window and config ``vecsched replay``
 uses, and prints the metrics the issue's targets name, the ratios to the engine's
@@ -38,8 +38,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load  # noqa: E402
-from adapters.replay import make  # noqa: E402
+from vecsched.adapters.sim.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load  # noqa: E402
+from vecsched.adapters.sim.replay import make  # noqa: E402
 
 KEYS = ("node_hours", "gpu_hours", "cost", "pending_p50_s", "pending_p95_s", "terminations",
         "never_placed", "requeued", "lost_gpu_hours", "tick_p50_ms", "scheduler_s")
@@ -70,7 +70,7 @@ class _Sampler:
                     "used in the tail": 0.0, "free in the tail": 0.0}
 
     def __call__(self, done: int, total: int) -> None:
-        from adapters.replay.cluster import SCALE
+        from vecsched.adapters.sim.replay.cluster import SCALE
         c, dt = self.r.cluster, self.r.cfg.tick_s
         g = c.col.get("GPU")
         if g is None or not len(c.total):
@@ -83,7 +83,7 @@ class _Sampler:
         self.acc["free " + part] += free
 
     def split(self, gpu_hours: float) -> dict:
-        from engine.dtypes import Status as S
+        from vecsched.engine.model.dtypes import Status as S
         end = (len(self.r.metrics.tick_s) - 1) * self.r.cfg.tick_s * 1e9
         gpus = {t.name: float(t.resources.get("GPU", 0.0)) for t in self.r.types}
         booting = 0.0
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", default=None,
                     help="write a PNG of GPU-hours against pending p95 (every seed) here")
     args = ap.parse_args(argv)
-    from engine import warmup
+    from vecsched.engine import warmup
     warmup()
     loaded = load(None, None, DEFAULT_WINDOW)
     out = {}

@@ -50,11 +50,11 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the rows to this file")
     args = ap.parse_args(argv)
 
-    import engine
+    import vecsched.engine as engine
     from ray.autoscaler.v2.scheduler import ResourceDemandScheduler
 
-    from adapters.ray import EngineScheduler
-    from adapters.ray.compare import reply_diff
+    from vecsched.adapters.ray import EngineScheduler
+    from vecsched.adapters.ray.compare import reply_diff
 
     t0 = time.perf_counter()
     engine.warmup()

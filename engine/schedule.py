@@ -6,15 +6,15 @@ import math
 
 import numpy as np
 
-from . import ippr
-from .context import Context
-from .dtypes import CNT, IDX, QTY, Sched, Status
-from .phases import (enforce_constraint, enforce_max_global, enforce_max_per_type,
+from vecsched.engine.model import ippr
+from vecsched.engine.raycompat.context import Context
+from vecsched.engine.model.dtypes import CNT, IDX, QTY, Sched, Status
+from vecsched.engine.raycompat.phases import (enforce_constraint, enforce_max_global, enforce_max_per_type,
                      enforce_min_workers, gang_reasons, idle_termination, pending_idle,
                      release_pending_idle, sched_gangs, sched_requests, terminate_outdated)
-from .requests_view import Requests
-from .plan import Plan
-from .problem import Problem
+from vecsched.engine.raycompat.requests_view import Requests
+from vecsched.engine.model.plan import Plan
+from vecsched.engine.model.problem import Problem
 
 MODES = ("ray-compat", "efficient")
 
@@ -29,7 +29,7 @@ def schedule(problem: Problem, *, mode: str = "ray-compat",
     nodes from the previous tick and the current monotonic time (§5.1); the new
     timestamps come back in ``plan.pending_since``. The input is not modified.
 
-    ``mode`` "efficient" (``engine.efficient``, opt-in, not Ray-exact) chooses for
+    ``mode`` "efficient" (``vecsched.engine.efficient``, opt-in, not Ray-exact) chooses for
     cost; ``options`` is its ``EfficientOptions``.
     """
     if mode not in MODES:

@@ -7,8 +7,8 @@ import time
 def warmup() -> float:
     """Run one tiny tick that reaches every kernel (fits, walks, picks, classes,
     labels, anti-affinity, constraints, gangs, idle termination); returns seconds."""
-    from .build import NodeSpec, NodeTypeSpec, build_problem
-    from .requests import GangSpec, RequestSpec
+    from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, build_problem
+    from vecsched.engine.model.requests import GangSpec, RequestSpec
     from .schedule import schedule
 
     t0 = time.perf_counter()
@@ -33,13 +33,13 @@ def warmup() -> float:
 def entry_kernels() -> tuple:
     """The kernels a tick calls from Python: what ``warmup()`` compiles or
     loads from numba's cache (the others are compiled into these)."""
-    from .kernels.fit import _fits_any, _minimal_rows
-    from .kernels.gangs import _pack_gangs
-    from .kernels.labels import _labels_held
-    from .kernels.loop import _run_loop
-    from .kernels.pick import _pick_scratch
-    from .kernels.rows import _row_ids
-    from .kernels.score import _victim_util
+    from vecsched.engine.kernels.fit import _fits_any, _minimal_rows
+    from vecsched.engine.kernels.gangs import _pack_gangs
+    from vecsched.engine.kernels.labels import _labels_held
+    from vecsched.engine.kernels.loop import _run_loop
+    from vecsched.engine.kernels.pick import _pick_scratch
+    from vecsched.engine.kernels.rows import _row_ids
+    from vecsched.engine.kernels.score import _victim_util
 
     return (_pack_gangs, _run_loop, _fits_any, _minimal_rows, _labels_held, _pick_scratch,
             _row_ids, _victim_util)

@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Optional
 
-from ..files import write_json
+from vecsched.adapters.files import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ def ray_checked(cls: type, ledger: Ledger) -> type:
     """The installed scheduler class, also running Ray's scheduler on a copy each tick."""
     from ray.autoscaler.v2.scheduler import ResourceDemandScheduler
 
-    from adapters.ray.compare import ray_quirk, reply_diff
+    from vecsched.adapters.ray.compare import ray_quirk, reply_diff
 
     class RayChecked(cls):
         def __init__(self, *a, **kw):
@@ -228,12 +228,12 @@ def ray_checked(cls: type, ledger: Ledger) -> type:
 
 def prepare(stats_path: Optional[str] = None) -> Ledger:
     """Install the tracking client (and, if asked, the Ray cross-check) in this process.
-    Call after ``adapters.ray.install.install()`` and before Ray's side-car starts."""
+    Call after ``vecsched.adapters.ray.install.install()`` and before Ray's side-car starts."""
     import ray.autoscaler.v2.autoscaler as autoscaler_module
     from ray.autoscaler._private.kuberay import node_provider
     from ray.autoscaler.v2.instance_manager.cloud_providers.kuberay import cloud_provider
 
-    from adapters.ray.install import installed
+    from vecsched.adapters.ray.install import installed
 
     path = os.environ.get(ENV_FILE) or (
         os.path.join(os.path.dirname(stats_path), FILE_NAME) if stats_path else None)

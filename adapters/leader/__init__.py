@@ -5,20 +5,16 @@ fenced by it in Redis, and the passive-replica gate (`Lease.token()`).
                       implement), LeaseKeeper, stats
     redis_backend.py  the lease as a Redis key with expiry, changed by Lua
     fenced.py         Ray's Storage interface on Redis, every write fenced (Lua)
-    records.py        vecsched's InstanceStore kept in a fenced table
     ray_storage.py    Ray's own InstanceStorage on the fenced storage
-    redis_server.py   a private redis-server for the demo and the tests
 """
 from .fenced import FencedOut, FencedStorage, StorageUnavailable, StoreStatus, VersionedValue
 from .lease import (BackendError, Grant, Lease, LeaseBackend, LeaseKeeper, LeaseStats,
                     NotLeader, Token)
-from .records import CorruptState, FencedInstanceTable, Loaded
 from .redis_backend import Keys, RedisLeaseBackend, connect
-from .redis_server import RedisServer, RedisUnavailable
 
 __all__ = [
-    "BackendError", "CorruptState", "FencedInstanceTable", "FencedOut", "FencedStorage",
-    "Grant", "Keys", "Lease", "LeaseBackend", "LeaseKeeper", "LeaseStats", "Loaded",
-    "NotLeader", "RedisLeaseBackend", "RedisServer", "RedisUnavailable",
+    "BackendError", "FencedOut", "FencedStorage",
+    "Grant", "Keys", "Lease", "LeaseBackend", "LeaseKeeper", "LeaseStats",
+    "NotLeader", "RedisLeaseBackend",
     "StorageUnavailable", "StoreStatus", "Token", "VersionedValue", "connect",
 ]

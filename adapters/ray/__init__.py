@@ -1,6 +1,6 @@
 """Ray autoscaler v2 adapter: the only place (with tests) that imports Ray.
 
-``EngineScheduler`` is imported lazily so that ``adapters.ray.install`` can check
+``EngineScheduler`` is imported lazily so that ``vecsched.adapters.ray.install`` can check
 the Ray version before Ray's scheduler module (and the engine) are loaded.
 """
 __all__ = ["EngineScheduler", "dump_request", "load_request"]

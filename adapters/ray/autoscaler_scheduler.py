@@ -38,7 +38,7 @@ class AutoscalerScheduler(EngineScheduler):
       at WARNING with the tick number and counted (``shadow_diff_ticks``).
     * Until the engine's kernels are compiled (or loaded from numba's cache), which
       happens in a background thread started by the constructor (:attr:`warm_up`, the
-      work; :attr:`warmup`, its :class:`~adapters.ray.warming.Warmup`), Ray's
+      work; :attr:`warmup`, its :class:`~vecsched.adapters.ray.warming.Warmup`), Ray's
       scheduler decides every tick (``warmup_ticks``) - the same decisions, by
       construction - and the engine takes over from the first tick after it. The two
       keep one pending-node idle state (Ray's ``_pending_unneeded_since_s``), handed

@@ -19,13 +19,13 @@ from typing import Callable, Optional
 from ray.autoscaler.v2.scheduler import SchedulingReply, SchedulingRequest
 from ray.core.generated.instance_manager_pb2 import Instance, LaunchRequest, TerminationRequest
 
-from engine.build import NodeSpec, NodeTypeSpec, build_problem
-from engine.node_columns import FlatMaps, NodeColumns
-from engine.ippr import K8S_NEW, K8S_NONE, K8S_OTHER, IpprState
-from engine.requests import GangSpec, RequestSpec
-from engine.dtypes import PRIVATE_PREFIX, Cause, Status
-from engine.plan import Plan
-from engine.problem import Problem, ProblemError
+from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, build_problem
+from vecsched.engine.model.node_columns import FlatMaps, NodeColumns
+from vecsched.engine.model.ippr import K8S_NEW, K8S_NONE, K8S_OTHER, IpprState
+from vecsched.engine.model.requests import GangSpec, RequestSpec
+from vecsched.engine.model.dtypes import PRIVATE_PREFIX, Cause, Status
+from vecsched.engine.model.plan import Plan
+from vecsched.engine.model.problem import Problem, ProblemError
 
 from . import wire
 from .settings import ray_settings
@@ -293,7 +293,7 @@ def _ippr_status(inst, req: SchedulingRequest):
     return req.ippr_statuses[inst.cloud_instance_id]
 
 
-# The efficient mode's CONSOLIDATE (engine.efficient.consolidate) has no value in Ray
+# The efficient mode's CONSOLIDATE (vecsched.engine.efficient.consolidate) has no value in Ray
 # 2.60's TerminationRequest.Cause: UNKNOWN (0) would break Ray's event logger (its
 # cause -> text map has the four named causes only), and Ray's RayStopper drains for
 # IDLE alone and stops the ray node for every other cause, which is what consolidation

@@ -30,7 +30,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
-from ..files import write_json
+from vecsched.adapters.files import write_json
 
 FORMAT = "vecsched-scheduling-request/1"
 ENV_DUMP_DIR = "VECSCHED_DUMP_DIR"

@@ -1,6 +1,6 @@
 """``vecsched explain PATH``: why isn't it scaling? One tick, in users' words.
 
-The engine decides the dumped tick (``adapters.ray.dump``) exactly as the autoscaler
+The engine decides the dumped tick (``vecsched.adapters.ray.dump``) exactly as the autoscaler
 did, and every answer is read from its decision data, not from a second algorithm:
 
 * each request it left unplaced, with ``Plan.infeasible_why`` (per plain request run)
@@ -29,7 +29,7 @@ def register(sub) -> None:
                                        "(unplaced requests, groups that could not grow)",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("path", help="a request dumped by the monitor (VECSCHED_DUMP_DIR) or by "
-                                "adapters.ray.dump_request")
+                                "vecsched.adapters.ray.dump_request")
     p.add_argument("--json", action="store_true", help="print the same as JSON")
     p.set_defaults(fn=main)
 
@@ -90,8 +90,8 @@ def _largest_offer(p, need: dict) -> str:
 
 def explain(request, context: dict | None = None) -> dict:
     """The explanation of one tick as plain data (see the module doc)."""
-    from engine import schedule
-    from engine.dtypes import Status
+    from vecsched.engine import schedule
+    from vecsched.engine.model.dtypes import Status
 
     from .codec import decode
 
@@ -179,7 +179,7 @@ def _busy_without_resources(request, d, p, plan) -> list:
     """Worker nodes with every resource free that Ray does not count idle (idle time 0:
     referenced objects, a driver, tasks that declare no resources), so no idle timeout
     ever starts for them."""
-    from engine.dtypes import Kind, Status
+    from vecsched.engine.model.dtypes import Kind, Status
 
     by_type: dict = {}
     terminated = set(plan.term_node.tolist())

@@ -16,13 +16,13 @@ the names the ways in import from here.
 
 The ways in, each of which ends in :func:`install` inside the autoscaler process:
 
-* ``vecsched-monitor ARGS`` (``adapters/ray/monitor.py``): Ray's
+* ``vecsched-monitor ARGS`` (``adapters/monitor.py``): Ray's
   ``ray/autoscaler/v2/monitor.py`` with the same arguments, run after the swap.
   ``vecsched-monitor kuberay-autoscaler --cluster-name N --cluster-namespace NS`` does the
   same for ``ray kuberay-autoscaler`` (the KubeRay side-car).
-* ``RAY_START_HOOK=adapters.ray.install.ray_start_hook ray start --head ...``:
+* ``RAY_START_HOOK=vecsched.adapters.ray.install.ray_start_hook ray start --head ...``:
   :func:`ray_start_hook` runs inside ``ray start`` before anything is started and makes
-  Ray launch ``adapters/ray/monitor.py`` instead of its own ``monitor.py``, with the same
+  Ray launch ``adapters/monitor.py`` instead of its own ``monitor.py``, with the same
   command-line arguments, so Ray still starts, owns and stops the monitor process
   (``ray stop`` finds it: its command line still contains ``monitor.py``).
 

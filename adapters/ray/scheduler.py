@@ -12,8 +12,8 @@ import ray.autoscaler.v2.scheduler as _rds
 from ray.autoscaler.v2.scheduler import (ResourceDemandScheduler, SchedulingReply,
                                          SchedulingRequest)
 
-from engine import schedule
-from engine.schedule import MODES
+from vecsched.engine import schedule
+from vecsched.engine.schedule import MODES
 
 from . import wire
 from .codec import SpecCache, decode, encode
@@ -25,14 +25,14 @@ class EngineScheduler(ResourceDemandScheduler):
     """Schedules with the vecsched engine; same constructor and reply as Ray's.
 
     ``new_id``, ``now_ns`` and ``monotonic`` make replies reproducible when
-    injected. Bad input raises ``engine.ProblemError`` naming the field; the
+    injected. Bad input raises ``vecsched.engine.ProblemError`` naming the field; the
     scheduler's own state (pending-idle timestamps) is then left as it was.
 
     ``warm=False``: do not compile (or load) the codec's scan in the constructor
     (whoever passes it warms up on its own, adapters/ray/warming.py).
 
     ``mode``: ``"ray-compat"`` (the default: Ray 2.60's decisions) or
-    ``"efficient"`` (``engine.efficient``: chosen for cost, not Ray-exact; it
+    ``"efficient"`` (``vecsched.engine.efficient``: chosen for cost, not Ray-exact; it
     cancels unneeded pending nodes itself, so Ray's pending-idle tracking is not
     run), with ``options`` its ``EfficientOptions`` (e.g. the worker groups'
     prices); it is ``engine_mode``. The last tick's plan is ``last_plan``.

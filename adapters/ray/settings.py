@@ -27,7 +27,7 @@ from __future__ import annotations
 import ray._raylet
 import ray.autoscaler.v2.scheduler as rds
 
-from engine.problem import ProblemError
+from vecsched.engine.model.problem import ProblemError
 
 
 def ray_settings() -> dict:

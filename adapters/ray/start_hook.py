@@ -1,5 +1,5 @@
-"""``RAY_START_HOOK=adapters.ray.install.ray_start_hook ray start --head``: make
-``ray start`` launch vecsched's monitor (adapters/ray/monitor.py) instead of
+"""``RAY_START_HOOK=vecsched.adapters.ray.install.ray_start_hook ray start --head``: make
+``ray start`` launch vecsched's monitor (adapters/monitor.py) instead of
 Ray's own, with the same arguments (docs/RAY.md, way 1)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import ray
 
 from .checks import ENV_MODE, ENV_UNTESTED_RAY, InstallError, check_ray_version, resolve_mode
 
-HOOK = "adapters.ray.install.ray_start_hook"
+HOOK = "vecsched.adapters.ray.install.ray_start_hook"
 MONITOR_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "monitor.py")
 
 
@@ -30,7 +30,7 @@ def ray_start_hook(ray_params, head: bool) -> None:
     started. On a worker node (``head=False``) it does nothing. On the head it checks the
     mode, the Ray version and that autoscaler v2 is on (raising :class:`InstallError`,
     so ``ray start`` fails with nothing started, otherwise), then makes Ray start the
-    monitor as ``python -u adapters/ray/monitor.py <Ray's own monitor arguments>``.
+    monitor as ``python -u adapters/monitor.py <Ray's own monitor arguments>``.
     """
     if not head:
         return

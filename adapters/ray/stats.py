@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from ..files import write_json as _write_json
+from vecsched.adapters.files import write_json as _write_json
 
 ENV_STATS_FILE = "VECSCHED_STATS_FILE"
 STATS_FILE_NAME = "vecsched_stats.json"

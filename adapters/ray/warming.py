@@ -19,7 +19,7 @@ logger = logging.getLogger(__name__)
 
 def warm_all() -> dict:
     """Compile or load every kernel a tick runs; seconds per part."""
-    from engine import warmup
+    from vecsched.engine import warmup
 
     from . import wire
 
@@ -33,7 +33,7 @@ def warm_all() -> dict:
 
 def entry_kernels() -> tuple:
     """The numba functions a tick calls from Python (engine and codec)."""
-    from engine.warmup import entry_kernels as engine_kernels
+    from vecsched.engine.warmup import entry_kernels as engine_kernels
 
     from . import wire
 

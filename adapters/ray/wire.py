@@ -25,7 +25,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.internal import api_implementation
 from ray.core.generated.autoscaler_pb2 import NodeState
 
-from engine.node_columns import FlatMaps
+from vecsched.engine.model.node_columns import FlatMaps
 
 _FIELDS = NodeState.DESCRIPTOR.fields_by_name
 # the maps read, in this order: (field, value is a string)

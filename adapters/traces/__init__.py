@@ -3,7 +3,7 @@ Parquet I/O and the bundled traces shipped as package data (``parquet``), and th
 mapping of rows to engine inputs (``mapping``). ``bundled/README.md`` documents the
 tables column by column, how each bundled file was derived, and their licences.
 
-    from adapters import traces as T
+    from vecsched.adapters import traces as T
     demand = T.read_demand(T.bundled("openb"))          # validated pyarrow.Table
 
 Trace I/O lives here, in the adapters: the engine does no I/O.

@@ -1,9 +1,9 @@
 """Convert the raw Alibaba trace CSVs into the bundled Parquet files (``bundled/``).
 
-    python -m adapters.traces.build [--raw DIR] [--out DIR]
+    python -m vecsched.adapters.traces.build [--raw DIR] [--out DIR]
 
 --raw defaults to ../shared/traces/raw next to the repository; --out to
-adapters/traces/bundled/. The raw
+data/. The raw
 files are checked against raw/SHA256SUMS (when present) before conversion, and each
 output records its source file and SHA-256 in the Parquet schema metadata. Output is
 deterministic: re-running with the same pyarrow writes byte-identical files. Every
@@ -35,7 +35,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from . import mapping, parquet, prices, schema
+from . import mapping
+from . import parquet
+from . import group_prices as prices
+from . import schema
 
 REPO = Path(__file__).resolve().parents[2]        # the repository root, in a checkout
 

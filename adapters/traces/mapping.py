@@ -23,8 +23,8 @@ from typing import Any, Mapping, Optional
 
 import pyarrow as pa
 
-from engine.build import NodeTypeSpec
-from engine.dtypes import IMPLICIT_PREFIX
+from vecsched.engine.model.build.builder import NodeTypeSpec
+from vecsched.engine.model.dtypes import IMPLICIT_PREFIX
 
 from .schema import (ACCELERATOR_DEMAND, ACCELERATOR_LABEL, ACCELERATOR_PREFIX,
                      OR_LIST_POLICIES, validate_worker_groups)

@@ -1,7 +1,7 @@
 """Trace tables on disk: zstd Parquet reading and writing, and the bundled traces.
 
-The bundled tables live in ``bundled/`` next to this module and ship inside the wheel
-as package data (``bundled/README.md``: provenance, mapping and licence of each file).
+The bundled tables live in the repository's ``data/`` (the ``vecsched.data`` package) and
+ship inside the wheel as package data (``data/README.md``: provenance, mapping and licence of each file).
 Writers coerce and validate (``schema.coerce`` / ``validate_*``) before writing;
 readers validate what they read. Output is deterministic: sorted metadata keys, one
 compression setting, so re-writing a table gives the same bytes.
@@ -14,13 +14,15 @@ from typing import Mapping, Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import vecsched.data as _data
+
 from .schema import (DEMAND_SCHEMA, SCHEMA_VERSION, V2_COLUMNS, WORKER_GROUP_SCHEMA, TableLike,
                      coerce, validate_demand, validate_worker_groups)
 
 V1 = "1"
 
-# ---- bundled data (package data: adapters/traces/bundled/) -----------------------------
-DATA_DIR = Path(__file__).resolve().parent / "bundled"
+# ---- bundled data (package data: data/) -----------------------------
+DATA_DIR = Path(_data.__file__).resolve().parent
 BUNDLED = {
     "openb": "openb_pods.parquet",
     "openb_gpuspec33": "openb_gpuspec33_pods.parquet",
@@ -90,7 +92,7 @@ def bundled(name: str, data_dir=None) -> Path:
     path = Path(data_dir) if data_dir is not None else DATA_DIR
     path = path / fname
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: run `python -m adapters.traces.build`")
+        raise FileNotFoundError(f"{path} is missing: run `python -m vecsched.adapters.traces.build`")
     return path
 
 

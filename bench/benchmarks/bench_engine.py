@@ -22,13 +22,13 @@ import tempfile
 
 from . import common  # noqa: I001  (first: puts the repo root on sys.path)
 
-import engine
+import vecsched.engine as engine
 
 _SETUP_TIMEOUT = 600
 
 
 class Tick:
-    """One engine tick, ``engine.schedule(problem)``, on a pre-built Problem."""
+    """One engine tick, ``vecsched.engine.schedule(problem)``, on a pre-built Problem."""
     params = ([1000, 10000], [1000, 100000], [10, 200])
     param_names = ["nodes", "units", "shapes"]
     timeout = _SETUP_TIMEOUT
@@ -85,7 +85,7 @@ class EndToEnd:
     timeout = _SETUP_TIMEOUT
 
     def setup(self, nodes, units, scenario):
-        from adapters.ray import EngineScheduler
+        from vecsched.adapters.ray import EngineScheduler
         engine.warmup()
         self.request = common.make_request(nodes=nodes, units=units, shapes=20,
                                            scenario=scenario, seed=0)
@@ -106,7 +106,7 @@ class EndToEndTargets:
     timeout = _SETUP_TIMEOUT
 
     def setup(self, case):
-        from adapters.ray import EngineScheduler
+        from vecsched.adapters.ray import EngineScheduler
         engine.warmup()
         self.request = _target_request(case)
         self.scheduler = EngineScheduler(new_id=lambda: "id", now_ns=lambda: 0)
@@ -140,7 +140,7 @@ class Codec:
     timeout = _SETUP_TIMEOUT
 
     def setup(self, case):
-        from adapters.ray.codec import decode
+        from vecsched.adapters.ray.codec import decode
         engine.warmup()
         req = _target_request(case)
         self.cache = decode(copy.deepcopy(req)).cache      # last tick's groups, as in a loop
@@ -149,11 +149,11 @@ class Codec:
         self.plan = engine.schedule(self.decoded.problem)
 
     def time_decode(self, case):
-        from adapters.ray.codec import decode
+        from vecsched.adapters.ray.codec import decode
         decode(self.fresh, self.cache)
 
     def time_encode(self, case):
-        from adapters.ray.codec import encode
+        from vecsched.adapters.ray.codec import encode
         encode(self.decoded, self.plan, new_id=lambda: "id", now_ns=lambda: 0)
 
 
@@ -182,7 +182,7 @@ class Quality:
     track_infeasible_units.unit = "units"
 
 
-_WARMUP = "import engine, sys; sys.stdout.write(repr(engine.warmup()))"
+_WARMUP = "import vecsched.engine, sys; sys.stdout.write(repr(vecsched.engine.warmup()))"
 
 
 def _warmup_in_subprocess(cache_dir: str) -> float:
@@ -192,12 +192,12 @@ def _warmup_in_subprocess(cache_dir: str) -> float:
     out = subprocess.run([sys.executable, "-c", _WARMUP], env=env, capture_output=True,
                          text=True, timeout=_SETUP_TIMEOUT, cwd=root)
     if out.returncode:
-        raise RuntimeError(f"engine.warmup() subprocess failed:\n{out.stderr}")
+        raise RuntimeError(f"vecsched.engine.warmup() subprocess failed:\n{out.stderr}")
     return float(out.stdout.strip())
 
 
 class Warmup:
-    """``engine.warmup()`` seconds in a fresh interpreter: "cold" with an empty numba
+    """``vecsched.engine.warmup()`` seconds in a fresh interpreter: "cold" with an empty numba
     cache (NUMBA_CACHE_DIR = a new temporary directory, i.e. full compilation),
     "warm" on the second start with that cache filled (cache load only)."""
     params = (["cold", "warm"],)

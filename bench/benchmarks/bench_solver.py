@@ -1,6 +1,6 @@
-"""asv benchmarks of the CP-SAT cross-check (engine.solver), by bundle count.
+"""asv benchmarks of the CP-SAT cross-check (vecsched.engine.solver), by bundle count.
 
-Ticks: ``tests/ganggen.py:gang_tick`` (seeded, append-only: placement groups of
+Ticks: ``tests/kits/ganggen.py:gang_tick`` (seeded, append-only: placement groups of
 2-8 bundles with mixed strategies on six Ray-like worker groups). Setup builds
 the model and the efficient mode's plan (the solver's hint, as in
 ``bench/cross_check.py``); ``CrossCheck.time_solve`` times one solve (one worker,
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from . import common  # noqa: F401,I001  (first: puts the repo root on sys.path)
 
-from engine import schedule
-from engine.solver import assignment_of_plan, build_instance, check_plan, solve
+from vecsched.engine import schedule
+from vecsched.engine.solver import assignment_of_plan, build_instance, check_plan, solve
 from tests.ganggen import gang_tick
 
 _LIMIT = 5.0

@@ -54,7 +54,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 if str(_ROOT) not in sys.path:          # asv "existing" environments do not install us
     sys.path.insert(0, str(_ROOT))
 
-from engine.dtypes import Kind, Status  # noqa: E402  (codes equal Ray's protobuf enums)
+from vecsched.engine.model.dtypes import Kind, Status  # noqa: E402  (codes equal Ray's protobuf enums)
 
 GIB = float(2 ** 30)
 MARK = 2.0 ** -10                       # accelerator marker request (Ray uses 0.001)
@@ -81,8 +81,8 @@ class NodeDef:
     """One instance-manager record, joined with its GCS node when it has one."""
     instance_id: str
     type: str
-    status: int                          # engine.dtypes.Status == Ray's Instance enum
-    kind: int                            # engine.dtypes.Kind == Ray's NodeKind
+    status: int                          # vecsched.engine.model.dtypes.Status == Ray's Instance enum
+    kind: int                            # vecsched.engine.model.dtypes.Kind == Ray's NodeKind
     total: Optional[dict] = None         # GCS total_resources (None: no ray node)
     available: Optional[dict] = None     # GCS available_resources
     labels: dict = field(default_factory=dict)
@@ -432,11 +432,11 @@ def _gang_pb(gang):
 
 
 def engine_problem(spec: ClusterSpec, conserve_gpu: bool = True):
-    """The engine ``Problem`` for ``spec``, built with ``engine.build`` (no Ray).
+    """The engine ``Problem`` for ``spec``, built with ``vecsched.engine.model.build.builder`` (no Ray).
 
     ``conserve_gpu`` is Ray's AUTOSCALER_CONSERVE_GPU_NODES default.
     """
-    from engine.build import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
+    from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
 
     types = [NodeTypeSpec(t.name, dict(t.resources), max_workers=t.max_workers,
                           priority=t.priority, labels=dict(t.labels)) for t in spec.types]
@@ -445,7 +445,7 @@ def engine_problem(spec: ClusterSpec, conserve_gpu: bool = True):
                       ray_node_id=n.node_id, launch_hash="h1" if n.total else "")
              for n in spec.nodes]
     reqs = [RequestSpec(dict(b), c) for b, c in spec.demand]
-    from engine.requests import GangSpec
+    from vecsched.engine.model.requests import GangSpec
     gangs = []
     for pg, strategy, bundles in spec.gangs:
         key = {"STRICT_PACK": "affinity", "STRICT_SPREAD": "anti_affinity"}.get(strategy)

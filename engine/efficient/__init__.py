@@ -1,4 +1,4 @@
-"""The efficient mode (``engine.schedule(problem, mode="efficient")``): legal,
+"""The efficient mode (``vecsched.engine.schedule(problem, mode="efficient")``): legal,
 deterministic plans chosen for cost rather than for Ray's decisions.
 
 - price- and shape-aware type choice (``cost``): price per node-hour when the

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import IMPLICIT_PREFIX, PRIVATE_PREFIX, Cause, Status
+from vecsched.engine.model.dtypes import IMPLICIT_PREFIX, PRIVATE_PREFIX, Cause, Status
 from .options import EfficientOptions
 from .state import State
 

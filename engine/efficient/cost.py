@@ -1,7 +1,7 @@
 """Prices, sizes and the shape fit of node types: how the efficient mode
 compares types.
 
-- **Price** per node-hour (``engine.solver.prices``): the worker groups'
+- **Price** per node-hour (``vecsched.engine.solver.prices``): the worker groups'
   prices when all are known, else 1 + GPUs.
 - **Size** of a resource vector: the sum over columns of amount / reference,
   the reference being the largest capacity of any configured type in that
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import Status
-from ..problem import Problem
-from ..solver.prices import price_vector
+from vecsched.engine.model.dtypes import Status
+from vecsched.engine.model.problem import Problem
+from vecsched.engine.solver.prices import price_vector
 from .options import EfficientOptions
 
 

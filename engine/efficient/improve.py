@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..fits import anti_mask, fit_count, selector_mask
+from vecsched.engine.model.fits import anti_mask, fit_count, selector_mask
 from .cost import Costs
 from .state import State
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..solver.instance import EXISTING, NEW, build_slot_instance
+from vecsched.engine.solver.instance import EXISTING, NEW, build_slot_instance
 from .cost import Costs
-from .pack import _put
+from .place import _put
 from .state import State
 
 
@@ -30,7 +30,7 @@ def improve_lns(st: State, costs: Costs, batches, place: list, *, nodes: int = 3
     """A packing no dearer than ``place`` (the same gangs placed). ``st`` is the
     state before any gang is placed and is left so. ``nodes``: new nodes per
     neighbourhood; ``dtime``: work limit per re-pack; ``budget``: total work."""
-    from ..solver.cpsat import solve
+    from vecsched.engine.solver.cpsat import solve
     spent = 0.0
     tried: set = set()
     while spent < budget:

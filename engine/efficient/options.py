@@ -28,7 +28,7 @@ class EfficientOptions:
     ``lns_dtime``: after that, a neighbourhood search re-packs the gangs of a few
     least-filled new nodes at a time with CP-SAT (``lns.py``), up to this many
     deterministic seconds in all; 0 turns it off. (Measured on seeded gang ticks,
-    tests/ganggen.py: within 2 % of the optimum at 200 bundles on 18 of 20 instead
+    tests/kits/ganggen.py: within 2 % of the optimum at 200 bundles on 18 of 20 instead
     of 11, tick median 4.6-5.7 s instead of 2.3 s; at 100 bundles 58 of 60 instead
     of 56, 1.2-1.4 s instead of 0.44 s.)
 

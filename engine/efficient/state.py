@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import Kind, Status
-from ..problem import Problem, order_mask
+from vecsched.engine.model.dtypes import Kind, Status
+from vecsched.engine.model.problem import Problem, order_mask
 
 # How far along a node is (higher: ready sooner). Demand goes to the most
 # advanced nodes first, so the nodes left unneeded are the cheapest to drop.

@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import CNT, CODE, IDX, QTY, Cause, Kind, Status, Why
-from ..fits import fit_count, selector_mask
-from ..plan import Plan
-from ..problem import Problem
+from vecsched.engine.model.dtypes import CNT, CODE, IDX, QTY, Cause, Kind, Status, Why
+from vecsched.engine.model.fits import fit_count, selector_mask
+from vecsched.engine.model.plan import Plan
+from vecsched.engine.model.problem import Problem
 from .cost import Costs
-from .gangs import gang_batch, place_gangs
+from .gang_place import gang_batch, place_gangs
 from .options import EfficientOptions
 from .consolidate import consolidate
-from .pack import place_batch
+from .place import place_batch
 from .state import State
 
 

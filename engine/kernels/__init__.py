@@ -1,5 +1,5 @@
-"""numba kernels: small, private, pure. Each has a slow readable twin (tests/twins.py,
-or engine/packer.py's Python packer for the packing loops); the tests compare them.
+"""numba kernels: small, private, pure. Each has a slow readable twin (tests/kits/twins.py,
+or engine/raycompat/packer.py's Python packer for the packing loops); the tests compare them.
 
 State crosses kernel boundaries as named records (records.py: named tuples of
 arrays, one compiled specialisation per record layout). All numba options are

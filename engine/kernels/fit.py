@@ -4,7 +4,7 @@ Ray places units one at a time: a unit fits when every positive entry ``v`` of
 its bundle satisfies ``v <= free`` and then ``free -= v`` per entry. Columns are
 independent, so the number of units that fit is the minimum over the columns of
 the per-column count. On an *exact* column (values on a dyadic grid, see
-engine.build) k single subtractions equal one ``k * v`` subtraction and the
+vecsched.engine.model.build.builder) k single subtractions equal one ``k * v`` subtraction and the
 count is a corrected floor division; elsewhere the subtraction is replayed unit
 by unit so the rounding is Ray's.
 """

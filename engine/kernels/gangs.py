@@ -2,7 +2,7 @@
 ``_try_schedule`` over the current node list (pre-filter, existing nodes with
 NodeStateCache classes, then new nodes from templates) and all or nothing.
 
-This is engine/packer.py's ``Packer.run`` for the demand source, one pick at a
+This is engine/raycompat/packer.py's ``Packer.run`` for the demand source, one pick at a
 time, without the in-place-resize pass (the caller keeps gangs in Python when a
 node has IPPR attached). Packer.run is its slow readable twin; the tests
 compare the two on random problems.

@@ -1,5 +1,5 @@
 """One packing loop of ``_try_schedule`` in one call: pick, commit, repeat
-(engine/packer.py ``Packer._loop``, its slow readable twin; the tests compare
+(engine/raycompat/packer.py ``Packer._loop``, its slow readable twin; the tests compare
 the two). Every packing loop of the packer runs here: inside a transaction the
 packer saves the candidates' rows first (Context.save_packing), and a per-win
 callback (in-place resizes) runs on the winners afterwards.

@@ -1,6 +1,6 @@
 """Ray's NodeStateCache classes of non-running slots inside a kernel: slots
 whose (type, kind, listed totals, availability, labels) are equal share one
-class, tried once per pick by its first member (engine/packer.py ``classes``
+class, tried once per pick by its first member (engine/raycompat/packer.py ``classes``
 is the twin; the tests compare the kernels that use these with it).
 
 A class keeps a copy of its key, so it outlives the slot that founded it;

@@ -15,7 +15,7 @@ import numpy as np
 
 
 class Slots(NamedTuple):
-    """What a walk and a score read of each slot (engine/context.py rows)."""
+    """What a walk and a score read of each slot (engine/raycompat/context.py rows)."""
     total: np.ndarray       # (M, R) f8 total resources
     order: np.ndarray       # (M, R) i4 the totals' columns in dict order, -1 padded
     label: np.ndarray       # (M, L) i4 value id per label key, -1 absent
@@ -40,7 +40,7 @@ class Source(NamedTuple):
 
 
 class Marks(NamedTuple):
-    """Class caches a slot leaves when it changes (engine/context.py)."""
+    """Class caches a slot leaves when it changes (engine/raycompat/context.py)."""
     rcls: np.ndarray        # (M,) i4 strict class of running slots, demand (-1 none)
     crcls: np.ndarray       # (M,) i4 the same for the constraint source
     lcls: np.ndarray        # (M,) i4 NodeStateCache class, demand (-2 recompute)
@@ -49,7 +49,7 @@ class Marks(NamedTuple):
 
 
 class Reqs(NamedTuple):
-    """The request table (engine/requests_view.py): one row per request."""
+    """The request table (engine/raycompat/requests_view.py): one row per request."""
     qty: np.ndarray         # (Q, R) f8 bundle
     cols: np.ndarray        # (Q, R) i4 positive columns, first ncols valid
     ncols: np.ndarray       # (Q,) i4

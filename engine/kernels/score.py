@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..pysum import COMPENSATED as COMPENSATED_SUM    # this interpreter's float sum()
+from .pysum import COMPENSATED as COMPENSATED_SUM    # this interpreter's float sum()
 from ._jit import njit, njit_inner
 
 

@@ -1,5 +1,5 @@
 """Python entry points to single steps of the kernels, for the packer's slow
-twin (engine/packer.py with ``Packer.kernel = False``) and the tests.
+twin (engine/raycompat/packer.py with ``Packer.kernel = False``) and the tests.
 
 The steps themselves are compiled without a Python entry point (_jit.njit_inner:
 the kernels call them, and a Python wrapper for each costs compile time at

@@ -1,4 +1,4 @@
-"""engine.solver: an OR-Tools CP-SAT model of one tick's placement, to
+"""vecsched.engine.solver: an OR-Tools CP-SAT model of one tick's placement, to
 cross-check plans (the optional ``solver`` extra; never on the ray-compat tick path).
 
     inst = build_instance(problem)           # data: items, bin classes, budgets, prices
@@ -8,7 +8,7 @@ cross-check plans (the optional ``solver`` extra; never on the ray-compat tick p
 Importable without OR-Tools: only ``solve`` (and what calls it) needs it, and
 raises ``SolverUnavailable`` with the install hint.
 """
-from .check import (assignment_of_plan, assignment_value, check_assignment, decision_value, gap,
+from .verify import (assignment_of_plan, assignment_value, check_assignment, decision_value, gap,
                     plan_value, type_cost)
 from .cpsat import Result, have_ortools, solve
 from .crosscheck import PlanCheck, check_plan

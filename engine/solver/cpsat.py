@@ -38,7 +38,7 @@ def _cp_model():
     try:
         from ortools.sat.python import cp_model
     except ImportError as e:       # the solver extra is optional
-        raise SolverUnavailable("engine.solver needs OR-Tools: pip install 'vecsched[solver]' "
+        raise SolverUnavailable("vecsched.engine.solver needs OR-Tools: pip install 'vecsched[solver]' "
                                 f"(import failed: {e})") from e
     return cp_model
 
@@ -79,12 +79,12 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
           time_limit_s: float | None = None, workers: int = 1, seed: int = 0,
           fix_gangs=None, fix_units=None, launch_max=None, params=None) -> Result:
     """Solve ``inst``. ``hint``: an (A, 4) assignment to start from (default: the
-    greedy one, ``engine.solver.greedy``). ``fix_gangs`` (G',) bool, ``fix_units``
+    greedy one, ``vecsched.engine.solver.greedy``). ``fix_gangs`` (G',) bool, ``fix_units``
     (I,) placed units and ``launch_max`` (T,) launches beyond the forced ones turn
     the solve into "is there a packing with exactly these decisions?" (a plan's
     feasibility in the model). ``params``: more CP-SAT parameters by name."""
     cp_model = _cp_model()
-    from .check import assignment_value
+    from .verify import assignment_value
     from .greedy import greedy_assignment
     model = cp_model.CpModel()
     I = inst.I
@@ -181,7 +181,7 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
     prm.num_workers = int(workers)
     prm.random_seed = int(seed)
     prm.max_deterministic_time = float(deterministic_limit)
-    # Measured on seeded gang ticks (tests/ganggen.py, 100 bundles): CP-SAT's own
+    # Measured on seeded gang ticks (tests/kits/ganggen.py, 100 bundles): CP-SAT's own
     # symmetry detection and presolve probing cost more than they save here (the
     # model already orders interchangeable new bins).
     prm.symmetry_level = 0
@@ -202,7 +202,7 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
 
 
 def _from_hint(inst: Instance, hint: np.ndarray, res: Result) -> Result:
-    from .check import assignment_value, check_assignment
+    from .verify import assignment_value, check_assignment
     if check_assignment(inst, hint):
         return res
     units = np.zeros(inst.I, np.int64)
@@ -297,7 +297,7 @@ def _class_cuts(model, inst: Instance, x: dict, used: dict, bins) -> None:
 
 def _symmetry(model, inst: Instance, used: dict, bins) -> None:
     """Interchangeable new bins are used in order. (Ordering their loads as well
-    was measured slower on the gang ticks of tests/ganggen.py, and is left out.)"""
+    was measured slower on the gang ticks of tests/kits/ganggen.py, and is left out.)"""
     for k in range(inst.K):
         B = int(bins[k])
         if B >= 2 and (k, 0) in used:

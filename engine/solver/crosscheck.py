@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..plan import Plan
-from .check import assignment_of_plan, check_assignment, gap, plan_value
+from vecsched.engine.model.plan import Plan
+from .verify import assignment_of_plan, check_assignment, gap, plan_value
 from .cpsat import Result, solve
 from .instance import Instance
 

@@ -2,7 +2,7 @@
 integer capacities, budgets, prices.
 
 - **Items** are the tick's gang bundles after the STRICT_PACK merge
-  (``engine.fits.gang_items``), equal bundles of one gang merged into one item
+  (``vecsched.engine.model.fits.gang_items``), equal bundles of one gang merged into one item
   with a multiplicity, and (``include_plain``) the plain request runs, one item
   per run with its count as multiplicity. A gang is placed all or nothing; a run
   may be placed in part.
@@ -26,7 +26,7 @@ integer capacities, budgets, prices.
   scaled to about 2**40 and rounded conservatively (demands up, capacities
   down) and ``exact`` says so.
 
-Prices: ``engine.solver.prices``. The objective charges ``big`` per unplaced bundle or unit, then the prices of
+Prices: ``vecsched.engine.solver.prices``. The objective charges ``big`` per unplaced bundle or unit, then the prices of
 the new nodes (so: place as much as possible, then pay as little as possible).
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..fits import BIG_COUNT, anti_mask, gang_items, selector_mask
-from ..problem import Problem
+from vecsched.engine.model.fits import BIG_COUNT, anti_mask, gang_items, selector_mask
+from vecsched.engine.model.problem import Problem
 from .prices import price_scale, price_vector
 
 EXISTING, FORCED, NEW = 0, 1, 2     # bin class kinds

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..problem import Problem
+from vecsched.engine.model.problem import Problem
 
 
 def proxy_prices(p: Problem, gpu_weight: float = 1.0) -> np.ndarray:

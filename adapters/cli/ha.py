@@ -1,0 +1,77 @@
+"""`vecsched ha-demo`: its arguments and its report (registered by adapters/cli/main.py)."""
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "ha-demo", help="two autoscaler replicas on Redis: a leader killed, a leader paused",
+        description="Start a private redis-server and two autoscaler replicas (separate "
+                    "processes) on a trace replay against a shared simulated cloud; "
+                    "SIGKILL the leader mid-scale-up, SIGSTOP the next leader past its "
+                    "lease and resume it; write ha.json (failover times, stale writes "
+                    "rejected, launches lost / duplicated, demand lost, counted from the "
+                    "cloud's own record against a failure-free run). Needs redis-server "
+                    "(apt-get install -y redis-server).")
+    p.add_argument("--out", default="ha-out", help="directory for ha.json, the Redis files "
+                                                  "and the logs (default: ha-out)")
+    p.add_argument("--ttl", type=float, default=1.0, help="lease ttl in seconds (1.0)")
+    p.add_argument("--tick", type=float, default=0.2,
+                   help="real seconds per autoscaler tick (0.2)")
+    p.add_argument("--ticks", type=int, default=80, help="simulated ticks of 5 s (80)")
+    p.add_argument("--pods", type=int, default=300,
+                   help="replay the last N pods of the trace (300)")
+    p.add_argument("--trace", default="openb", help="bundled trace (openb)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the simulated cloud")
+    p.add_argument("--scheduler", default="engine", choices=("engine", "baseline"),
+                   help="the replicas' scheduler (engine)")
+    p.set_defaults(fn=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from vecsched.adapters.sim.redis_server import RedisUnavailable
+
+    from vecsched.adapters.sim.ha.run import DemoConfig, run_demo
+    from vecsched.adapters.sim.ha.procs import DemoError
+    from vecsched.adapters.sim.ha.world import SimConfig
+
+    console = Console()
+    try:
+        if not (args.ttl > 0 and args.tick > 0):
+            raise ValueError(f"--ttl and --tick must be > 0, got {args.ttl}, {args.tick}")
+        if args.tick >= args.ttl:
+            raise ValueError(f"--tick ({args.tick}) must be shorter than --ttl ({args.ttl})")
+        dc = DemoConfig(sim=SimConfig(trace=args.trace, pods=args.pods, ticks=args.ticks,
+                                      seed=args.seed),
+                        ttl_s=args.ttl, tick_real_s=args.tick, scheduler=args.scheduler)
+        result = run_demo(args.out, dc, log=console.print)
+    except (ValueError, RedisUnavailable, DemoError, FileNotFoundError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        return 2
+    t = Table(title=f"HA demo: lease ttl {dc.ttl_s:g} s, tick {dc.tick_real_s:g} s")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    fo = ", ".join(f"{x:.2f} s" if x is not None else "never" for x in result["failover_s"])
+    rows = [("failovers", result["failovers"]),
+            (f"failover time (bound: ttl + one tick = {result['failover_bound_s']:g} s)", fo),
+            ("stale writes attempted / rejected",
+             f"{result['stale_writes_attempted']} / {result['stale_writes_rejected']}"),
+            ("  of which only the fence stopped", result["stale_writes_only_the_fence_stopped"]),
+            ("stale cloud calls refused", result["stale_cloud_calls_refused"]),
+            ("launches lost / duplicated",
+             f"{result['launches_lost']} / {result['launches_duplicated']}"),
+            ("demand lost / delayed", f"{result['demand_lost']} / {result['demand_delayed']}"),
+            ("cloud instances (reference run)",
+             f"{result['detail']['cloud_instances']} "
+             f"({result['detail']['reference_cloud_instances']})")]
+    for k, v in rows:
+        t.add_row(k, str(v))
+    console.print(t)
+    bad = [k for k, ok in result["checks"].items() if not ok]
+    verdict = "[green]all checks pass[/green]" if not bad else f"[red]failed: {', '.join(bad)}[/red]"
+    console.print(f"{verdict}; {args.out}/ha.json written ({result['wall_s']:.1f} s)")
+    return 0 if not bad else 1

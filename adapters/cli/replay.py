@@ -1,0 +1,323 @@
+"""`vecsched demo` and `vecsched replay`: their arguments, their run, their report.
+
+``adapters/cli/main.py`` registers the two subcommands with ``add_demo_arguments`` /
+``add_replay_arguments`` and dispatches to ``run_demo`` / ``run_replay``. The report
+(rich tables, PNG plots) needs the ``cli`` extra; the replay itself does not.
+``summary()`` is what ``summary.json`` holds: one key per scheduler under
+``schedulers``, ``check_ray``, and room for more (``extra``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+
+from .warmup import warm_with_spinner
+
+CLI_EXTRA = "pip install 'vecsched[cli]'"
+
+METRICS_HELP = """\
+metrics (adapters/sim/replay/metrics.py defines each; the identities are checked every replay):
+  pending time         arrival (or requeue) to placement; units still pending count their
+                       wait so far
+  node-hours           cloud instance allocated (ALLOCATED) to TERMINATED, boot included,
+                       head included; GPU-hours = node-hours x GPUs
+  cost                 node-hours x the worker group's price per node-hour (only when a
+                       group has a price; the head is not priced)
+  instances decided    records the scheduler's launches created (QUEUED)
+  requested            launch calls the simulated cloud received (retries included)
+  allocated / failed   what the cloud answered: instances allocated / calls that errored
+  running              instances whose ray node joined
+  never launched       records that never left QUEUED (cancelled, or queued at the end)
+                       requested = allocated + failed (+ lost, orphaned, in flight);
+                       decided = launched + never launched
+  running / allocated  per tick, peak / mean (and the plots): ray node up / cloud instance
+                       billed, head included
+  launches held back   ticks whose QUEUED -> REQUESTED step left records queued because of
+                       --max-launches or --upscaling-speed; a warning names the knob when
+                       that happened in >= {share:.0%} of the ticks with instances to launch
+                       (and >= {ticks} ticks)
+"""
+
+
+def _console():
+    try:
+        from rich.console import Console
+    except ImportError:
+        raise SystemExit(f"vecsched: the command line report needs rich ({CLI_EXTRA})") from None
+    return Console(width=max(Console().width, 120))
+
+
+# ---- demo --------------------------------------------------------------------------------
+def add_demo_arguments(d: argparse.ArgumentParser) -> None:
+    d.add_argument("--trace", default="openb", help="bundled trace (openb, openb_gpuspec33)")
+    d.add_argument("--nodes", type=int, default=400, help="running nodes")
+    d.add_argument("--pending", type=int, default=2000, help="pending pods")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--repeat", type=int, default=3)
+    d.add_argument("--no-ray", action="store_true", help="skip Ray's scheduler")
+
+
+def run_demo(args) -> int:
+    from rich.table import Table
+
+    from vecsched.adapters.sim.replay.demo_tick import demo_tick, run_demo as decide
+
+    console = _console()
+    tick = demo_tick(seed=args.seed, n_running=args.nodes, n_pending=args.pending,
+                     trace=args.trace)
+    console.print(f"[bold]One tick[/bold] - {tick.description}")
+    warm = warm_with_spinner(console)
+    with_ray = not args.no_ray
+    if with_ray and not _have_ray():
+        console.print("[yellow]ray is not installed: deciding without Ray's scheduler "
+                      "(pip install 'vecsched[ray]')[/yellow]")
+        with_ray = False
+    res = decide(tick, repeat=args.repeat, with_ray=with_ray)
+    rows = res["rows"]
+    table = Table(title="Decisions side by side (median time per tick)")
+    for col in ("scheduler", "time", "nodes launched", "GPU nodes", "terminated",
+                "infeasible units"):
+        table.add_column(col, justify="right" if col != "scheduler" else "left")
+    for name, r in rows.items():
+        table.add_row(name, f"{r['seconds'] * 1000:.1f} ms", str(r["nodes"]),
+                      str(r["gpu_nodes"]), str(r["terminate"]), str(r["infeasible"]))
+    console.print(table)
+    by_type = Table(title="Nodes launched by worker group")
+    by_type.add_column("worker group")
+    for name in rows:
+        by_type.add_column(name, justify="right")
+    kinds = sorted({k for r in rows.values() for k in r["launch"]},
+                   key=lambda k: -max(r["launch"].get(k, 0) for r in rows.values()))
+    for k in kinds:
+        by_type.add_row(k, *(str(r["launch"].get(k, 0)) for r in rows.values()))
+    console.print(by_type)
+    console.print(f"engine kernel warm-up ({'JIT compile' if warm['compiled'] else 'cache load'})"
+                  f": {warm['seconds']:.2f} s")
+    if "same_as_ray" in res:
+        verdict = "[green]identical[/green]" if res["same_as_ray"] else "[red]DIFFERENT[/red]"
+        console.print(f"engine vs Ray 2.60 decisions: {verdict}; "
+                      f"Ray / EngineScheduler time: {res['ratio']:.0f}x")
+        return 0 if res["same_as_ray"] else 1
+    return 0
+
+
+def _have_ray() -> bool:
+    try:
+        import ray.autoscaler.v2.scheduler  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# ---- replay ------------------------------------------------------------------------------
+def add_replay_arguments(r: argparse.ArgumentParser) -> None:
+    r.add_argument("trace", nargs="?", default=None,
+                   help="bundled trace (openb, openb_gpuspec33) or a demand Parquet file "
+                        "(default: openb)")
+    r.add_argument("--groups", default=None,
+                   help="worker groups: bundled name (openb_nodes, pai2020_nodes, "
+                        "spot2026_nodes) or a Parquet file (default: the trace's)")
+    r.add_argument("--scheduler", default=None,
+                   help="comma-separated: engine,baseline,ray,efficient,efficient-proxy,"
+                        "efficient-consolidate (default: "
+                        "engine,baseline,ray)")
+    r.add_argument("--out", default="replay-out", help="directory for the plots and "
+                                                      "summary.json (default: replay-out)")
+    r.add_argument("--pods", type=int, default=None,
+                   help="how many pods (trace rows) to replay (default 2000)")
+    r.add_argument("--start", type=int, default=None,
+                   help="first trace row of the window (default: the last --pods rows)")
+    r.add_argument("--compress", type=float, default=1.0,
+                   help="divide inter-arrival times and durations by F (default 1)")
+    r.add_argument("--arrival-scale", type=float, default=None,
+                   help="divide inter-arrival times only by K: K times the load "
+                        "(default 200)")
+    r.add_argument("--gangs", type=float, default=0.0, metavar="SHARE",
+                   help="gang overlay: group about SHARE of the pods (e.g. 0.2) into "
+                        "placement groups of 2-8 bundles, strategies PACK / SPREAD / "
+                        "STRICT_PACK / STRICT_SPREAD, seeded by --seed (default 0: none; "
+                        "see adapters/sim/replay/placement_groups.py)")
+    r.add_argument("--seed", type=int, default=0,
+                   help="seed of the simulated cloud and the gang overlay")
+    r.add_argument("--check-ray", action=argparse.BooleanOptionalAction, default=None,
+                   help="also run Ray's scheduler on the engine's every tick and count the "
+                        "ticks whose decisions differ (default: on when ray is installed)")
+    r.add_argument("--idle-timeout", type=float, default=60.0, help="idle_timeout_s (60)")
+    r.add_argument("--pending-idle-timeout", type=float, default=None,
+                   help="Ray's pending-node idle tracking timeout in seconds (default: off, "
+                        "as Ray's)")
+    r.add_argument("--tail", type=float, default=600.0,
+                   help="simulated seconds replayed after the last arrival (600)")
+    r.add_argument("--max-launches", type=int, default=10,
+                   help="max_concurrent_launches (Ray's default 10)")
+    r.add_argument("--upscaling-speed", type=float, default=1000.0,
+                   help="upscaling_speed (1000 = KubeRay's Default mode; Ray v2's own is 0)")
+    r.add_argument("--preemption-rate", type=float, default=0.0,
+                   help="preemptions per running-node hour in the simulated cloud (0)")
+    r.add_argument("--launch-failure-rate", type=float, default=0.0,
+                   help="probability a launch call fails in the simulated cloud (0)")
+    r.add_argument("--cross-check", action="store_true",
+                   help="on every tick with pending placement groups, solve them with CP-SAT "
+                        "(untimed, off the tick path) and write each scheduler's gap to "
+                        "the optimum to summary.json (needs the solver extra; "
+                        "adapters/sim/replay/cross_check.py)")
+    r.add_argument("--progress-every", type=float, default=10.0, metavar="SECONDS",
+                   help="without a terminal (output to a file or a pipe): a progress line "
+                        "at least every SECONDS, and at every tenth of the ticks (10)")
+    from vecsched.adapters.sim.replay.metrics import HELD_MIN_TICKS, HELD_SHARE
+    r.formatter_class = argparse.RawDescriptionHelpFormatter
+    r.epilog = METRICS_HELP.format(share=HELD_SHARE, ticks=HELD_MIN_TICKS)
+
+
+def summary(trace, config, results, *, compile_s: float, wall_s: float,
+            extra: dict | None = None) -> dict:
+    """What ``summary.json`` holds: the trace and its scaling, the config, one metrics
+    dict per scheduler (``schedulers.<name>``, same keys for every scheduler), the Ray
+    check, and any ``extra`` top-level keys."""
+    from vecsched.adapters.sim.replay.metrics import DEFINITIONS
+    out = {"trace": trace.name, "scaling": trace.scaling, "warnings": trace.warnings,
+           "placement_groups": trace.gangs.describe(), "caps": trace.caps,
+           "config": asdict(config),
+           "price_source": trace.price_source, "definitions": list(DEFINITIONS),
+           "compile_s": compile_s, "wall_s": wall_s,
+           "schedulers": {r.scheduler: r.metrics for r in results},
+           "check_ray": next((r.check for r in results if r.check), None)}
+    out.update(extra or {})
+    return out
+
+
+def run_replay(args) -> int:
+    from vecsched.engine.model.problem import ProblemError
+
+    from vecsched.adapters.traces import TraceError
+    from vecsched.adapters.sim.replay.placement_groups import GangOverlay
+    from vecsched.adapters.sim.replay.registry import SCHEDULERS, make
+    from vecsched.adapters.sim.replay.simulation import DEFAULT_WINDOW, Replay, ReplayConfig, Window, load
+
+    t_start = time.perf_counter()
+    console = _console()
+    known = list(SCHEDULERS)
+    default = [n for n in known if n in ("engine", "baseline", "ray")]
+    names = [n.strip() for n in (args.scheduler or ",".join(default)).split(",") if n.strip()]
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        console.print(f"[red]error:[/red] --scheduler: unknown {', '.join(bad) or '(empty)'}; "
+                      f"choose from {', '.join(known)}")
+        return 2
+    have_ray = _have_ray()
+    needs_ray = [n for n in names if n != "baseline"]
+    if not have_ray and (needs_ray or args.check_ray):
+        if args.scheduler is None and args.check_ray is None:
+            names = [n for n in names if n == "baseline"]
+            console.print("[yellow]ray is not installed: replaying the baseline only (the "
+                          "engine runs through Ray's protobuf interface; pip install "
+                          "'vecsched[ray]')[/yellow]")
+        else:
+            console.print("[red]error:[/red] ray is not installed (pip install 'vecsched[ray]')")
+            return 2
+    if not args.progress_every > 0:
+        console.print(f"[red]error:[/red] --progress-every must be > 0, got {args.progress_every}")
+        return 2
+    check = ("engine" in names and have_ray) if args.check_ray is None else args.check_ray
+    if check and "engine" not in names:
+        console.print("[red]error:[/red] --check-ray checks the engine: add engine to --scheduler")
+        return 2
+    try:
+        window = Window(start=args.start if args.start is not None else DEFAULT_WINDOW.start,
+                        pods=args.pods if args.pods is not None else DEFAULT_WINDOW.pods,
+                        compress=args.compress,
+                        arrival_scale=(args.arrival_scale if args.arrival_scale is not None
+                                       else DEFAULT_WINDOW.arrival_scale))
+        config = ReplayConfig(seed=args.seed, idle_timeout_s=args.idle_timeout,
+                              tail_s=args.tail, max_concurrent_launches=args.max_launches,
+                              upscaling_speed=args.upscaling_speed,
+                              preemption_rate_per_h=args.preemption_rate,
+                              launch_failure_rate=args.launch_failure_rate,
+                              pending_idle_timeout_s=args.pending_idle_timeout)
+        trace = load(args.trace, args.groups, window, GangOverlay(args.gangs, seed=args.seed))
+    except (TraceError, ProblemError, ValueError, FileNotFoundError, KeyError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        return 2
+    console.print(f"[bold]Replay[/bold] {trace.name}: {trace.n_units} units in "
+                  f"{len(trace.shapes)} shapes, {len(trace.types) - 1} worker groups + head")
+    console.print(f"scaling: {trace.scaling}")
+    if trace.gangs.G:
+        console.print(f"placement groups: {trace.gangs.describe()}")
+    if trace.caps:
+        console.print(trace.caps)
+    for w in trace.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+    compile_s = warm_with_spinner(console)["seconds"]
+    from vecsched.adapters.sim.replay.cross_check import for_command, table as cross_table
+    checker = for_command(args.cross_check, make)
+    results = _run_all(console, names, check, trace, config,
+                       checker.make if checker else make, Replay, args.progress_every)
+
+    from vecsched.adapters.sim.replay.report import hours_table, legend, summary_table
+    console.print(summary_table(results))
+    for line in legend(results):
+        console.print(line, style="dim", highlight=False)
+    for r in results:
+        for w in r.metrics["launch_limits"]["warnings"]:
+            console.print(f"[yellow]warning:[/yellow] {r.scheduler}: {w}", highlight=False)
+    console.print(hours_table(results))
+    if checker:
+        console.print(cross_table(checker.summary()))
+    from vecsched.adapters.sim.replay.plots import write_plots
+    paths = write_plots(results, args.out)
+    wall = time.perf_counter() - t_start
+    doc = summary(trace, config, results, compile_s=compile_s, wall_s=wall,
+                  extra={"cross_check": checker.summary()} if checker else None)
+    (paths[0].parent / "summary.json").write_text(json.dumps(doc, indent=2, default=float))
+    console.print("plots: " + ", ".join(str(p) for p in paths) + f"; metrics: "
+                  f"{paths[0].parent / 'summary.json'}")
+    code = 0
+    for r in results:
+        if r.metrics["rejected_ticks"]:
+            console.print(f"[yellow]{r.scheduler}: {r.metrics['rejected_ticks']} ticks lost "
+                          f"(scheduler error, or rejected by the instance manager)[/yellow]: "
+                          f"{r.metrics['rejections'][0]}")
+        if r.check:
+            c = r.check
+            verdict = ("[green]identical on every tick[/green]" if c["differing"] == 0 else
+                       f"[red]{c['differing']} differing ticks[/red]")
+            pg = (f", {c['ticks_with_placement_groups']} with pending placement groups"
+                  if c["ticks_with_placement_groups"] else "")
+            console.print(f"--check-ray: engine vs Ray 2.60 on the same SchedulingRequest, "
+                          f"{c['ticks']} ticks{pg}: {verdict} (Ray took {c['seconds']:.1f} s)")
+            for ex in c["examples"]:
+                console.print(f"  {ex}")
+            code = 1 if c["differing"] else 0
+    per = ", ".join(f"{r.scheduler} {r.metrics['wall_s']:.1f} s" for r in results)
+    console.print(f"wall time: {wall:.1f} s in all ({per}; engine warm-up {compile_s:.2f} s; "
+                  f"imports, loading and plots the rest)")
+    return code
+
+
+def _run_all(console, names, check, trace, config, make, Replay, every_s: float = 10.0
+             ) -> list:
+    """Each scheduler's replay, with rich's progress bars on a terminal and progress
+    lines otherwise (``ProgressLines``)."""
+    from vecsched.adapters.sim.replay.report import ProgressLines
+    results = []
+    if not console.is_terminal:
+        for name in names:
+            lines = ProgressLines(console, name, every_s)
+            sched = make(name, check_ray=check and name == "engine")
+            results.append(Replay(trace, sched, config).run(lines))
+        return results
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)
+    with Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("ticks"), TimeElapsedColumn(), console=console) as progress:
+        for name in names:
+            task = progress.add_task(name, total=None)
+
+            def tick(k, n, task=task):
+                if k == 1 or k % 10 == 0 or k == n:
+                    progress.update(task, completed=k, total=n)
+            sched = make(name, check_ray=check and name == "engine")
+            results.append(Replay(trace, sched, config).run(tick))
+    return results

@@ -1,0 +1,95 @@
+"""``vecsched warmup``: compile the numba kernels a tick runs, or load them from
+numba's disk cache, once - for image builds (run it after ``pip install`` so
+that no container compiles at start-up) - and the CLI's spinner while that
+happens on a first run.
+
+numba keeps compiled kernels next to the sources (``__pycache__``) or under
+``NUMBA_CACHE_DIR``; with a warm cache a warm-up is a load of well under a second.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import time
+from typing import Callable, Optional
+
+SPINNER_TEXT = "compiling kernels (first run only)"
+
+
+def _parts(codec: bool) -> tuple[Callable[[], object], tuple]:
+    """What warms up (a function) and the kernels it leaves in the cache: the
+    engine's, and the Ray codec's when ``codec`` and Ray is installed."""
+    if codec:
+        try:
+            from vecsched.adapters.ray.warming import entry_kernels, warm_all
+            return warm_all, entry_kernels()
+        except ImportError:            # no Ray here: the engine alone
+            pass
+    from vecsched.engine import warmup
+    from vecsched.engine.warmup import entry_kernels
+    return warmup, entry_kernels()
+
+
+def kernels_cached(kernels) -> Optional[bool]:
+    """Whether numba's disk cache holds every one of ``kernels`` for this machine
+    and these sources (a warm-up would only load them); None when it cannot
+    tell. Reads numba's cache index (a private layout, hence None on any
+    surprise)."""
+    try:
+        for d in kernels:
+            index = d._cache._cache_file._load_index()
+            magic = d.targetctx.codegen().magic_tuple()
+            code = hashlib.sha256(d.py_func.__code__.co_code).hexdigest()
+            if not any(k[1] == magic and k[2][0] == code for k in index):
+                return False
+        return True
+    except Exception:
+        return None
+
+
+def warm_with_spinner(console, *, codec: bool = True) -> dict:
+    """Warm up; while kernels compile (a cold cache), say so: a spinner on a
+    terminal, one line otherwise. Returns seconds, whether it compiled, the
+    kernels it warmed."""
+    fn, kernels = _parts(codec)
+    cold = kernels_cached(kernels) is not True
+    t0 = time.perf_counter()
+    if not cold:
+        fn()
+    elif console.is_terminal:
+        with console.status(SPINNER_TEXT, spinner="dots"):
+            fn()
+    else:
+        console.print(f"{SPINNER_TEXT}...")
+        fn()
+    return {"seconds": time.perf_counter() - t0, "compiled": cold, "kernels": kernels}
+
+
+def add_parser(sub) -> None:
+    w = sub.add_parser(
+        "warmup", help="compile the numba kernels (or load them from the cache) once",
+        description="Compile every numba kernel a tick runs (the engine's and, with Ray "
+                    "installed, the codec's), or load them from numba's cache when it is "
+                    "warm. Run it at image build time, after pip install, so that "
+                    "autoscalers start warm. NUMBA_CACHE_DIR chooses the cache directory "
+                    "(it must be writable).")
+    w.add_argument("--engine-only", action="store_true",
+                   help="the engine's kernels only, not the Ray codec's")
+    w.set_defaults(fn=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console()
+    res = warm_with_spinner(console, codec=not args.engine_only)
+    where = os.environ.get("NUMBA_CACHE_DIR") or "__pycache__ beside the kernels' sources"
+    what = "compiled" if res["compiled"] else "loaded from the cache"
+    console.print(f"{len(res['kernels'])} entry kernels {what} in {res['seconds']:.1f} s "
+                  f"(cache: {where})")
+    if kernels_cached(res["kernels"]) is False:
+        console.print("[red]error:[/red] the kernels are not in numba's cache after the "
+                      "warm-up: is the cache directory writable?")
+        return 1
+    return 0

@@ -1,0 +1,198 @@
+"""An autoscaler replica as its own process (`python -m vecsched.adapters.sim.ha.replica CONFIG`).
+
+It reports to its parent as JSON lines on stdout (`ev`: ready, leader, reloaded,
+hold, fenced, passive, error, tick, stats, exit; `t`: CLOCK_MONOTONIC seconds,
+comparable across the processes of one machine) and takes commands on stdin:
+
+    start                     begin (the lease keeper runs from `ready` on)
+    hold POINT FROM [launch]  pause at the next POINT (prewrite / postwrite) at a world
+                              tick >= FROM (with `launch`: one that requests launches),
+                              report `hold`, and wait for `go`
+    go                        continue from a hold
+    stop                      release the lease and exit
+
+Holds exist so a harness can SIGKILL or SIGSTOP a replica at an exact point of its
+tick (between its lease check and its write, or between its write and its cloud
+calls); without commands a replica simply runs.
+"""
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from vecsched.adapters.leader import (FencedOut, FencedStorage, Keys, Lease, LeaseKeeper,
+    NotLeader, RedisLeaseBackend, StorageUnavailable, connect)
+from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable
+from .instance_table import CorruptState
+
+from .replica_tick import Autoscaler, VersionConflict, WorldMismatch
+from .replay_link import make
+from .world_server import AUTHKEY_ENV, WorldClient, WorldUnavailable
+
+
+@dataclass(frozen=True)
+class ReplicaConfig:
+    name: str
+    redis: tuple                   # (host, port)
+    world: tuple                   # (host, port)
+    cluster: str = "ha-demo"
+    ttl_s: float = 1.0
+    tick_real_s: float = 0.1       # real seconds per leader tick (at most one per)
+    poll_s: float = 0.02           # lease keeper cadence (acquire attempts, renew checks)
+    scheduler: str = "engine"
+    audit: int = 100_000
+    passive_read_s: float = 0.5
+
+
+class _Control:
+    """Commands from stdin, and the one hold armed at a time."""
+
+    def __init__(self):
+        self.lock = threading.Condition()
+        self.started = False
+        self.stopped = False
+        self.hold: tuple | None = None     # (point, from_tick, launch_only)
+        self.go = 0
+
+    def read(self, stream) -> None:
+        for line in stream:
+            parts = line.split()
+            with self.lock:
+                if not parts:
+                    continue
+                if parts[0] == "start":
+                    self.started = True
+                elif parts[0] == "stop":
+                    self.stopped = True
+                elif parts[0] == "go":
+                    self.go += 1
+                elif parts[0] == "hold":
+                    self.hold = (parts[1], int(parts[2]), len(parts) > 3)
+                self.lock.notify_all()
+        with self.lock:                    # parent gone: stop
+            self.stopped = True
+            self.lock.notify_all()
+
+
+def emit(ev: str, **info) -> None:
+    sys.stdout.write(json.dumps({"ev": ev, "t": time.monotonic(), **info}, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
+    holder = f"{cfg.name}-{os.getpid()}"
+    client = connect(*cfg.redis, timeout_s=min(0.25, cfg.ttl_s / 4))
+    keys = Keys(cfg.cluster)
+    lease = Lease(RedisLeaseBackend(client, keys), holder, cfg.ttl_s)
+    table = FencedInstanceTable(FencedStorage(client, keys, lease, audit=cfg.audit))
+    world = WorldClient(cfg.world, authkey)
+    sched = make(cfg.scheduler)
+    if cfg.scheduler == "engine":
+        from vecsched.engine import warmup
+        warmup()
+
+    held_s = [0.0]                       # time spent in holds (kept out of step times)
+
+    def hook(point: str, tick: int, **info) -> None:
+        with control.lock:
+            h = control.hold
+            if h is None or h[0] != point or tick < h[1] or (h[2] and not info["requested"]):
+                return
+            control.hold = None
+            seen = control.go
+            emit("hold", point=point, tick=tick, epoch=lease.epoch, **info)
+            t0 = time.perf_counter()
+            control.lock.wait_for(lambda: control.go > seen or control.stopped)
+            held_s[0] += time.perf_counter() - t0
+    auto = Autoscaler(cfg.name, lease, table, world, sched, hook)
+    keeper = LeaseKeeper(lease, cfg.poll_s).start()
+    emit("ready", holder=holder)
+    was_leader, first_write, last_read = 0, None, 0.0
+    step_ms: list[float] = []
+    while True:                          # before `start`: only report who leads
+        with control.lock:
+            if control.lock.wait_for(lambda: control.started or control.stopped,
+                                     timeout=cfg.poll_s):
+                break
+        if lease.leading() and lease.epoch != was_leader:
+            was_leader = lease.epoch
+            emit("leader", epoch=was_leader)
+    next_tick = time.monotonic()
+    while not control.stopped:
+        if not lease.leading():
+            if was_leader:
+                emit("passive", epoch=was_leader, stats=lease.snapshot())
+                was_leader = 0
+            if time.monotonic() - last_read >= cfg.passive_read_s:
+                last_read = time.monotonic()
+                try:
+                    auto.passive_read()
+                except (StorageUnavailable, CorruptState):
+                    pass
+            time.sleep(cfg.poll_s)
+            continue
+        epoch = lease.epoch
+        if epoch != was_leader:
+            was_leader, first_write = epoch, None
+            emit("leader", epoch=epoch)
+        now = time.monotonic()
+        if now < next_tick:
+            time.sleep(min(next_tick - now, cfg.poll_s))
+            continue
+        next_tick = now + cfg.tick_real_s
+        recorded = auto.counts["recorded"]
+        t_step, held0 = time.perf_counter(), held_s[0]
+        try:
+            result = auto.step()
+            step_ms.append((time.perf_counter() - t_step - (held_s[0] - held0)) * 1000)
+        except NotLeader:
+            auto.drop()
+            continue
+        except FencedOut as e:
+            auto.drop()
+            lease.lose("fenced")
+            emit("fenced", epoch=e.epoch, fence=e.fence, reason=e.reason,
+                 version_matched=e.version_matched, cloud=e.version < 0)
+            continue
+        except (StorageUnavailable, WorldUnavailable, VersionConflict, WorldMismatch,
+                CorruptState) as e:
+            auto.drop()
+            emit("error", kind=type(e).__name__, message=str(e))
+            continue
+        if first_write is None and (auto.counts["recorded"] > recorded or result == "ticked"):
+            first_write = time.monotonic()
+            emit("acting", epoch=epoch, tick=auto.loaded.meta.get("tick_done"))
+        if result == "end":
+            emit("end", epoch=epoch)
+            with control.lock:
+                control.lock.wait_for(lambda: control.stopped, timeout=cfg.tick_real_s)
+    keeper.stop(release=True)
+    step_ms.sort()
+    timing = {"steps": len(step_ms),
+              "p50_ms": step_ms[len(step_ms) // 2] if step_ms else None,
+              "max_ms": step_ms[-1] if step_ms else None}
+    emit("stats", lease=lease.snapshot(), counts=auto.counts, step=timing)
+    world.close()
+    return 0
+
+
+def main(argv=None) -> int:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)   # stacks on demand
+    argv = sys.argv[1:] if argv is None else argv
+    raw = json.loads(argv[0])
+    cfg = ReplicaConfig(**{**raw, "redis": tuple(raw["redis"]), "world": tuple(raw["world"])})
+    control = _Control()
+    threading.Thread(target=control.read, args=(sys.stdin,), daemon=True).start()
+    code = run(cfg, control, bytes.fromhex(os.environ[AUTHKEY_ENV]))
+    emit("exit", code=code)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

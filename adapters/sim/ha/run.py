@@ -1,0 +1,243 @@
+"""`vecsched ha-demo`: two autoscaler replicas, a leader killed and a leader paused.
+
+The run (everything on loopback, in `--out`):
+
+1. a private `redis-server` (append-only, fsync always);
+2. a **reference run** in this process: the same replay, world and autoscaler code, one
+   replica, no faults - what the cloud should end up having been asked;
+3. the **world** (simulated cloud + cluster, `world.py`) in its own process, and two
+   replica processes started together: exactly one must win the lease;
+4. the leader is held right after it recorded a tick that requests launches and
+   before it calls the cloud, and **SIGKILLed** there (mid-scale-up); once the other
+   replica has taken over (and made those calls), the killed one is restarted as a
+   new passive replica (the new leader waits after its first tick's write meanwhile,
+   so the fault ticks do not depend on how long a restart takes);
+5. the new leader is held right after its lease check, before its record write, and
+   **SIGSTOPped** there until the restarted replica has taken the lease over (the TTL
+   passes) and is about to write; it is then **resumed**, its write goes out with its
+   old epoch and must be rejected by the fence (the version check alone would have
+   accepted it); the new leader then goes on;
+6. the run ends at the configured tick; `ha.json` compares the world's own record of
+   this run (calls, instances, where each demand unit is) with the reference run's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from vecsched.adapters.leader import (FencedStorage, Keys, Lease, LeaseKeeper,
+    RedisLeaseBackend, connect)
+from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable
+from vecsched.adapters.sim.redis_server import RedisServer
+from vecsched.adapters.sim.lifecycle import ReconcileConfig
+
+from .replica_tick import Autoscaler
+from .procs import Child, DemoError
+from .replay_link import make
+from .run_report import summarize
+from .world import SimConfig, World
+from .world_server import LocalWorld, WorldClient
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    sim: SimConfig = field(default_factory=SimConfig)
+    ttl_s: float = 1.0
+    tick_real_s: float = 0.2
+    poll_s: float = 0.02
+    scheduler: str = "engine"
+    kill_from_tick: int = 2          # kill at the first launching tick from here
+    wait_s: float = 120.0            # the longest any one step may take (start-up: JIT)
+
+
+def reference_run(server: RedisServer, dc: DemoConfig) -> tuple[dict, dict]:
+    """The same replay with one replica and no faults: (world record, final records)."""
+    client = connect(server.host, server.port, timeout_s=5.0)
+    keys = Keys("reference")
+    lease = Lease(RedisLeaseBackend(client, keys), "reference", ttl_s=30.0)
+    table = FencedInstanceTable(FencedStorage(client, keys, lease))
+    world = World(dc.sim)
+    keeper = LeaseKeeper(lease, 1.0).start()
+    try:
+        deadline = time.monotonic() + 10
+        while not lease.leading():
+            if time.monotonic() > deadline:
+                raise DemoError("reference run: could not take its lease")
+            time.sleep(0.01)
+        auto = Autoscaler("reference", lease, table, LocalWorld(world), make(dc.scheduler))
+        while auto.step() != "end":
+            pass
+    finally:
+        keeper.stop(release=True)
+    return world.record(), final_records(table)
+
+
+def final_records(table: FencedInstanceTable) -> dict:
+    loaded = table.load(lambda: 0, ReconcileConfig())
+    return {r.instance_id: {"type": r.instance_type, "history": list(map(list, r.status_history)),
+                            "request": r.launch_request_id, "cloud": r.cloud_instance_id}
+            for r in loaded.store}
+
+
+def run_demo(out: str | Path, dc: DemoConfig = DemoConfig(), log=print) -> dict:
+    """Run the demo (module docstring); write `out/ha.json`; return its content."""
+    out = Path(out)
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    authkey = os.urandom(16)
+    t0 = time.monotonic()
+    children: list[Child] = []
+    shutil.rmtree(out / "redis", ignore_errors=True)     # a fresh Redis every run
+    with RedisServer(out / "redis") as server:
+        try:
+            log("reference run (one replica, no faults)...")
+            ref_world, ref_records = reference_run(server, dc)
+            t_ref = time.monotonic() - t0
+            result = _orchestrate(server, dc, authkey, logs, children, log)
+        finally:
+            for c in children:
+                c.close()
+    result["reference_wall_s"] = t_ref
+    summary = summarize(dc, result, ref_world, ref_records)
+    summary["wall_s"] = time.monotonic() - t0
+    (out / "ha.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
+
+
+def _replica(name: str, dc: DemoConfig, server: RedisServer, world_addr, authkey: bytes,
+             logs: Path, children: list) -> Child:
+    cfg = {"name": name, "redis": [server.host, server.port], "world": list(world_addr),
+           "cluster": "ha-demo", "ttl_s": dc.ttl_s, "tick_real_s": dc.tick_real_s,
+           "poll_s": dc.poll_s, "scheduler": dc.scheduler}
+    child = Child(name, "vecsched.adapters.sim.ha.replica", json.dumps(cfg), authkey, logs)
+    children.append(child)
+    return child
+
+
+def _orchestrate(server, dc: DemoConfig, authkey: bytes, logs: Path, children: list,
+                 log) -> dict:
+    w = dc.wait_s
+    world = Child("world", "vecsched.adapters.sim.ha.world_server", json.dumps(asdict(dc.sim)), authkey, logs)
+    children.append(world)
+    # The world prints its address first: a line with "address" and no "ev".
+    addr = _world_address(world, w)
+    a = _replica("A", dc, server, addr, authkey, logs, children)
+    b = _replica("B", dc, server, addr, authkey, logs, children)
+    a.wait_for("ready", w)
+    b.wait_for("ready", w)
+    # Both keepers race for the lease from `ready` on: exactly one may win the first
+    # epoch; the other must not lead while the winner keeps renewing.
+    _first_leader([a, b], 5 * dc.ttl_s + 5)
+    time.sleep(2 * dc.ttl_s)
+    leaders = [c.name for c in (a, b) if any(e["epoch"] == 1 for e in c.seen("leader"))]
+    first = max((a, b), key=lambda c: max([e["epoch"] for e in c.seen("leader")] or [0]))
+    other = b if first is a else a
+    both_led = bool(other.seen("leader"))
+    log(f"replicas A and B started together: {first.name} took the lease (epoch 1 "
+        f"granted to {', '.join(leaders)}), {other.name} "
+        f"{'ALSO LED' if both_led else 'stayed passive'}")
+    first.send(f"hold postwrite {dc.kill_from_tick} launch")
+    a.send("start")
+    b.send("start")
+
+    # Fault 1: SIGKILL the leader between its record write and its cloud calls.
+    held = first.wait_for("hold", w)
+    t_kill = first.signal(signal.SIGKILL)
+    first.finish()
+    log(f"SIGKILL {first.name} at tick {held['tick']}, mid-scale-up: it had just recorded "
+        f"{held['requested']} new launch requests ({held['in_flight']} in flight, "
+        f"{held['queued']} queued) and not yet called the cloud")
+    # The next leader is held after its first tick's write while the killed replica
+    # restarts (so the run does not race ahead of the restart: the ticks stay fixed).
+    # The killed replica restarts once the other one has taken over (a restart racing
+    # the takeover could win the lease itself; that is a fine failover, not this demo's).
+    other.send("hold postwrite 0")
+    took = other.wait_for("leader", w)
+    acting = other.wait_for("acting", w)
+    restarted = _replica(first.name + "2", dc, server, addr, authkey, logs, children)
+    log(f"{other.name} took over (epoch {acting['epoch']}); {first.name} restarts as "
+        f"{restarted.name}, passive")
+    other.wait_for("hold", w)
+    restarted.wait_for("ready", w)
+    restarted.send("hold prewrite 0")           # its first write as a leader
+    restarted.send("start")
+
+    # Fault 2: SIGSTOP the new leader between its lease check and its write (its next
+    # tick, now that the restarted replica stands by).
+    other.send("hold prewrite 0")
+    other.send("go")
+    held2 = other.wait_for("hold", w)
+    t_stop = other.signal(signal.SIGSTOP)
+    other.wait_stopped()
+    other.send("go")                            # read when it runs again
+    log(f"SIGSTOP {other.name} at tick {held2['tick']}, lease checked, write not sent")
+    took2 = restarted.wait_for("leader", w + 5 * dc.ttl_s)
+    held3 = restarted.wait_for("hold", w)
+    t_cont = other.signal(signal.SIGCONT)
+    fenced = other.wait_for("fenced", w)
+    log(f"SIGCONT {other.name} {t_cont - t_stop:.2f} s later: its write (epoch "
+        f"{fenced['epoch']}) rejected, {fenced['reason']} (fence {fenced['fence']})")
+    t_go = time.monotonic()
+    restarted.send("go")
+
+    restarted.wait_for("end", w + dc.sim.ticks * dc.tick_real_s * 3)
+    log(f"tick {dc.sim.ticks} reached")
+    for c in (other, restarted):
+        c.send("stop")
+    stats = {}
+    for c in (other, restarted):
+        s = c.wait_for("stats", w)
+        stats[c.name] = {"lease": s["lease"], "counts": s["counts"], "step": s["step"]}
+        c.finish()
+    client = connect(server.host, server.port, timeout_s=5.0)
+    storage = FencedStorage(client, Keys("ha-demo"))
+    wc = WorldClient(addr, authkey)
+    record = wc.call("record")
+    wc.conn.send(("shutdown", ()))
+    world.finish()
+    return {
+        "world": record, "audit": storage.audit(),
+        "records": final_records(FencedInstanceTable(storage)),
+        "started_together": {"replicas": ["A", "B"], "leaders": leaders,
+                             "both_led": both_led},
+        "faults": [
+            {"kind": "SIGKILL", "replica": first.name, "at": t_kill, "tick": held["tick"],
+             "point": "postwrite", "requested": held["requested"],
+             "in_flight": held["in_flight"], "next": other.name,
+             "next_acquired_at": took["t"], "hold_s": 0.0},
+            {"kind": "SIGSTOP", "replica": other.name, "at": t_stop, "tick": held2["tick"],
+             "point": "prewrite", "resumed_after_s": t_cont - t_stop,
+             "next": restarted.name, "next_acquired_at": took2["t"],
+             "hold_s": t_go - held3["t"]},
+        ],
+        "fenced_event": fenced,
+        "leader_events": {c.name: c.seen("leader") for c in children if c is not world},
+        "replica_stats": stats,
+    }
+
+
+def _world_address(world: Child, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in list(world.events):
+            if "address" in line:
+                return tuple(line["address"])
+        if world.proc.poll() is not None:
+            raise DemoError(f"world exited{world.stderr_tail()}")
+        time.sleep(0.01)
+    raise DemoError(f"world: no address within {timeout_s} s{world.stderr_tail()}")
+
+
+def _first_leader(replicas: list[Child], timeout_s: float) -> Child:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for c in replicas:
+            if c.seen("leader"):
+                return c
+        time.sleep(0.005)
+    raise DemoError(f"no replica took the lease within {timeout_s} s")

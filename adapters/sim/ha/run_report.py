@@ -1,0 +1,144 @@
+"""The figures of an HA run, from the records of the parts that were acted upon:
+
+- the **world's** record (its own log of every mutating call with the caller's epoch,
+  the cloud instances it created, where every demand unit is) against the same
+  record of a failure-free reference run of the same replay;
+- the **fenced store's** audit (every write attempt with its epoch, the fence at
+  that moment and the result, written by the Lua script that decided);
+- the final instance records in Redis.
+
+Nothing here is taken from a replica's account of itself, except the fault times
+the harness itself took and the hold it imposed.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from vecsched.engine.model.dtypes import Status
+
+FENCED = ("stale", "unknown", "expired")
+
+
+def _instances(world: dict) -> dict:
+    return {i["cloud_id"]: (i["type"], i["created_tick"]) for i in world["instances"]}
+
+
+def _launch_changes(world: dict) -> tuple[list, list]:
+    """Accepted world calls in order, and the indexes where the calling replica changes."""
+    accepted = [c for c in world["calls"] if c.get("result") != "stale"]
+    changes = [k for k in range(1, len(accepted))
+               if accepted[k]["replica"] != accepted[k - 1]["replica"]]
+    return accepted, changes
+
+
+def _failover_s(fault: dict, accepted: list) -> float | None:
+    """Fault -> the first call the world accepted from the next leader, less any hold
+    the harness imposed on that leader."""
+    for c in accepted:
+        if c["t"] > fault["at"] and c["replica"] == fault["next"]:
+            return c["t"] - fault["at"] - fault["hold_s"]
+    return None
+
+
+def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
+    world, audit, records = result["world"], result["audit"], result["records"]
+    ha, ref = _instances(world), _instances(ref_world)
+    lost = sorted(k for k, v in ref.items() if ha.get(k) != v)
+    duplicated = sorted(k for k, v in ha.items() if ref.get(k) != v)
+    # Who owns each cloud instance at the end: the record that names it, or the
+    # REQUESTED record whose launch key it carries (allocated after the last sync).
+    owners = Counter(r["cloud"] for r in records.values() if r["cloud"])
+    by_key = {(i["instance_id"], i["request_id"]): i["cloud_id"] for i in world["instances"]}
+    for iid, r in records.items():
+        if not r["cloud"] and r["history"][-1][0] == Status.REQUESTED:
+            cloud_id = by_key.get((iid, r["request"]))
+            if cloud_id:
+                owners[cloud_id] += 1
+    orphaned = sorted(k for k in ha if owners[k] != 1)
+    asked = {(c["instance_id"], c["request_id"]) for c in world["calls"]
+             if c["op"] == "launch" and c.get("result") in ("created", "replayed")}
+    never_sent = sorted(i for i, r in records.items()
+                        if any(s == Status.REQUESTED for s, _ in r["history"])
+                        and (i, r["request"]) not in asked)
+
+    ru, hu = ref_world["units"], world["units"]
+    pairs = list(zip(ru["placed_at"], hu["placed_at"]))
+    demand_lost = sum(1 for a, b in pairs if a is not None and b is None) \
+        + abs(ru["arrived"] - hu["arrived"])
+    demand_delayed = sum(1 for a, b in pairs if a is not None and b is not None and b > a)
+
+    stale = [e for e in audit if e["epoch"] < e["fence"] or e["result"] in FENCED]
+    rejected = [e for e in stale if e["result"] != "written"]
+    writers: dict[int, set] = defaultdict(set)
+    for e in audit:
+        if e["result"] == "written":
+            writers[e["epoch"]].add(e["holder"])
+    written = [e["epoch"] for e in audit if e["result"] == "written"]
+    version_matched = sum(1 for e in rejected
+                          if e["expected"] is None or e["expected"] == e["version"])
+
+    accepted, changes = _launch_changes(world)
+    faults = result["faults"]
+    failover = [_failover_s(f, accepted) for f in faults]
+    # Every call the cloud accepted came from the replica that wrote in that epoch
+    # (holders are "<replica>-<pid>"): no passive replica ever reached the cloud.
+    writer_names = {e: {h.rsplit("-", 1)[0] for h in hs} for e, hs in writers.items()}
+    calls_by_leader = all(c["replica"] in writer_names.get(c["epoch"], {c["replica"]})
+                          for c in accepted)
+    recovery = [None if f is None or "next_acquired_at" not in fault else
+                f + fault["at"] - fault["next_acquired_at"]
+                for f, fault in zip(failover, faults)]
+    bound = dc.ttl_s + dc.tick_real_s
+    stale_calls = [c for c in world["calls"] if c.get("result") == "stale"]
+    replays = sum(1 for c in world["calls"] if c.get("result") == "replayed")
+
+    checks = {
+        "one_leader_at_start": len(result["started_together"]["leaders"]) == 1
+        and not result["started_together"]["both_led"],
+        "failover_within_ttl_plus_tick": all(f is not None and f <= bound for f in failover),
+        "every_stale_write_rejected": len(stale) >= 1 and len(rejected) == len(stale),
+        "one_writer_per_epoch": all(len(h) == 1 for h in writers.values()),
+        "epochs_never_go_back": all(a <= b for a, b in zip(written, written[1:])),
+        "cloud_called_only_by_the_leader": calls_by_leader,
+        "no_launch_lost": not lost and not never_sent,
+        "no_launch_duplicated": not duplicated and not orphaned,
+        "no_demand_lost": demand_lost == 0,
+        "records_match_reference": records == ref_records,
+    }
+    return {
+        "lease_ttl_s": dc.ttl_s,
+        "tick_real_s": dc.tick_real_s,
+        "failovers": len(changes),
+        "failover_s": failover,
+        "failover_bound_s": bound,
+        "stale_writes_attempted": len(stale),
+        "stale_writes_rejected": len(rejected),
+        "stale_writes_only_the_fence_stopped": version_matched,
+        "stale_cloud_calls_refused": len(stale_calls),
+        "launches_lost": len(lost) + len(never_sent),
+        "launches_duplicated": len(duplicated) + len(orphaned),
+        "demand_lost": demand_lost,
+        "demand_delayed": demand_delayed,
+        "checks": checks,
+        "ok": all(checks.values()),
+        "detail": {
+            "recovery_s": recovery,   # the new leader saw its lease -> its first accepted call
+            "cloud_instances": len(ha), "reference_cloud_instances": len(ref),
+            "launch_calls_replayed": replays,
+            "lost": lost, "never_sent": never_sent, "duplicated": duplicated,
+            "orphaned": orphaned,
+            "units": {k: v for k, v in hu.items() if k != "placed_at"},
+            "reference_units": {k: v for k, v in ru.items() if k != "placed_at"},
+            "world_ticks": world["tick"], "world_reads": world["reads"],
+            "writes_audited": len(audit), "epochs_written": sorted(writers),
+            "leader_sequence": [accepted[0]["replica"]] + [accepted[k]["replica"]
+                                                           for k in changes]
+            if accepted else [],
+            "faults": faults, "fenced_event": result["fenced_event"],
+            "started_together": result["started_together"],
+            "replica_stats": result["replica_stats"],
+            "reference_wall_s": result.get("reference_wall_s"),
+            "sim": dc.sim.__dict__ if hasattr(dc.sim, "__dict__") else str(dc.sim),
+            "scheduler": dc.scheduler,
+        },
+    }

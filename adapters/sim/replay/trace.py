@@ -1,0 +1,289 @@
+"""Loading a trace for replay: the window, the time scaling, and the checks that turn
+bad input into a clear error or a clear count before the replay starts.
+
+A replay takes a demand table and a worker-group table (``vecsched.adapters.traces`` schemas).
+Every row of the demand window becomes one *unit* of demand with a simulated arrival
+time, a simulated duration and a resource bundle (``vecsched.adapters.traces.demand_shape``).
+Identical bundles share a *shape*; shapes are numbered in first-appearance order.
+
+Placement groups (the trace's ``group_id`` and the seeded overlay of ``gangs.py``) are
+attached here as ``LoadedTrace.gangs``; their members arrive and leave together.
+
+Nothing here drops demand silently. Rows that no node type can ever hold, rows that
+ask for a GPU model no worker group has and simplified GPU OR-lists are all counted and
+named in ``warnings``; the unplaceable ones then show up as the scheduler's infeasible
+count in the report.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+import pyarrow as pa
+
+from vecsched.engine.model.build.builder import NodeTypeSpec
+from vecsched.engine.model.dtypes import IMPLICIT_PREFIX
+
+from vecsched.adapters.traces import (ACCELERATOR_PREFIX, BUNDLED, DEFAULT_TRACE, TRACES, TraceError,
+                      bundled, bundled_trace, demand_shape, gpu_spec_options, or_list_count,
+                      read_demand, read_worker_groups, validate_demand,
+                      validate_worker_groups, worker_group_specs)
+from .placement_groups import GangOverlay, Gangs, build as build_gangs, permute, together
+
+GIB = float(2 ** 30)
+HEAD_TYPE = "head"
+# The head node: one, always RAY_RUNNING, never launched or terminated (max_workers 1
+# with its one node means "no room to launch another"). It has resources, so demand
+# may run on it, as on a real Ray head without num-cpus=0.
+HEAD = NodeTypeSpec(HEAD_TYPE, {"CPU": 8.0, "memory": 32 * GIB}, min_workers=0,
+                    max_workers=1)
+
+TableOrPath = Union[pa.Table, str, Path]
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which slice of the trace is replayed and how its clock is scaled.
+
+    The window is ``pods`` rows starting at row ``start`` of the demand table (rows in
+    arrival order); ``start`` None means the last ``pods`` rows (all rows if ``pods`` is
+    None too). Times are taken relative to the window's first arrival, then
+    ``compress`` divides inter-arrival times *and* durations (the same load, played
+    faster), and ``arrival_scale`` divides inter-arrival times only (``arrival_scale``
+    times the arrival rate at the same durations: that many times the concurrent load).
+    """
+    start: Optional[int] = 0
+    pods: Optional[int] = None
+    compress: float = 1.0
+    arrival_scale: float = 1.0
+
+    def __post_init__(self):
+        if self.start is not None and (isinstance(self.start, bool)
+                                       or not isinstance(self.start, (int, np.integer))
+                                       or self.start < 0):
+            raise ValueError(f"window.start must be an integer >= 0, got {self.start!r}")
+        if self.pods is not None and (isinstance(self.pods, bool)
+                                      or not isinstance(self.pods, (int, np.integer))
+                                      or self.pods <= 0):
+            raise ValueError(f"window.pods must be a positive integer, got {self.pods!r}")
+        for name in ("compress", "arrival_scale"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool) \
+                    or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"window.{name} must be a finite number > 0, got {v!r}")
+
+    def bounds(self, n_rows: int) -> tuple[int, int]:
+        """(first row, one past the last row) of the window in a table of n_rows."""
+        if self.start is None:
+            start = 0 if self.pods is None else max(0, n_rows - self.pods)
+        else:
+            start = self.start
+        if start >= n_rows:
+            raise ValueError(f"window.start {start} is past the last demand row "
+                             f"({n_rows} rows)")
+        stop = n_rows if self.pods is None else min(n_rows, start + self.pods)
+        return start, stop
+
+    def describe(self, n_rows: int) -> str:
+        start, stop = self.bounds(n_rows)
+        last = " (the last ones)" if stop == n_rows and start > 0 else ""
+        parts = [f"{stop - start} pods, rows {start}..{stop - 1} of {n_rows}{last}"]
+        parts.append(f"time compressed {self.compress:g}x (inter-arrivals and durations "
+                     f"/ {self.compress:g})" if self.compress != 1 else "real time")
+        if self.arrival_scale != 1:
+            parts.append(f"arrival rate x{self.arrival_scale:g} (inter-arrivals "
+                         f"/ {self.arrival_scale:g} more, durations kept)")
+        return "; ".join(parts)
+
+
+@dataclass
+class LoadedTrace:
+    """A trace window ready to replay: units in arrival order, shapes, node types."""
+    name: str
+    types: list                      # NodeTypeSpec, the head type first
+    arrival_s: np.ndarray            # (U,) f8 simulated seconds from the window start
+    duration_s: np.ndarray           # (U,) f8 simulated seconds, > 0
+    unit_shape: np.ndarray           # (U,) i4 shape of each unit
+    shapes: list                     # dict[str, float] bundle per shape, first-appearance order
+    rows: np.ndarray                 # (U,) i8 demand-table row of each unit
+    scaling: str                     # the window and scaling, in words (for the report)
+    oversized: int = 0               # units no node type can hold (incl. the head)
+    warnings: list = field(default_factory=list)
+    gangs: Optional[Gangs] = None    # placement groups (None: none)
+    prices: dict = field(default_factory=dict)   # worker group -> price per node-hour or None
+    price_source: Optional[str] = None           # where the prices come from, if stated
+    caps: str = ""                               # the per-node caps, in words ("": none)
+
+    def __post_init__(self):
+        if self.gangs is None:
+            self.gangs = Gangs.none(self.n_units)
+
+    @property
+    def n_units(self) -> int:
+        return int(self.arrival_s.size)
+
+    @property
+    def columns(self) -> list:
+        """Every resource name of the node types and the shapes, stable order."""
+        cols: dict[str, None] = {}
+        for t in self.types:
+            cols.update(dict.fromkeys(t.resources))
+        for s in self.shapes:
+            cols.update(dict.fromkeys(s))
+        return list(cols)
+
+
+def _load_table(x: TableOrPath, kind: str) -> pa.Table:
+    if isinstance(x, pa.Table):
+        return validate_demand(x) if kind == "demand" else validate_worker_groups(x)
+    path = Path(x)
+    if not path.is_file():
+        raise FileNotFoundError(f"{kind} trace {str(x)!r} is neither a bundled name nor a file")
+    return read_demand(path) if kind == "demand" else read_worker_groups(path)
+
+
+def resolve(trace: Union[str, Path, pa.Table, None],
+            groups: Union[str, Path, pa.Table, None] = None) -> tuple[pa.Table, pa.Table, str]:
+    """(demand table, worker-group table, display name). ``trace`` is a bundled trace
+    name (``vecsched.adapters.traces.TRACES``), a bundled demand name, a Parquet path, or a Table;
+    ``groups`` likewise (default: the bundled trace's worker groups, else openb_nodes)."""
+    trace = DEFAULT_TRACE if trace is None else trace
+    name = str(trace) if not isinstance(trace, pa.Table) else "table"
+    default_groups = "openb_nodes"
+    if isinstance(trace, str) and trace in TRACES:
+        d_path, g_path = bundled_trace(trace)
+        demand = read_demand(d_path)
+        default_groups = g_path
+    elif isinstance(trace, str) and trace in BUNDLED:
+        demand = read_demand(bundled(trace))
+    else:
+        demand = _load_table(trace, "demand")
+        name = Path(trace).name if not isinstance(trace, pa.Table) else name
+    if groups is None:
+        groups = default_groups
+    if isinstance(groups, str) and groups in BUNDLED:
+        groups = bundled(groups)
+    wg = _load_table(groups, "worker_groups")
+    return demand, wg, name
+
+
+def _fits(shape: dict, resources: dict) -> bool:
+    """Whether one unit of ``shape`` fits an empty node with ``resources`` (an implicit
+    per-node slot, which no node declares, counts as 1.0, as in Ray)."""
+    return all(q <= resources.get(k, 1.0 if k.startswith(IMPLICIT_PREFIX) else 0.0)
+               * (1 + 1e-12) for k, q in shape.items() if q > 0)
+
+
+def load(trace=None, groups=None, window: Window = Window(),
+         gangs: GangOverlay = GangOverlay()) -> LoadedTrace:
+    """Read, validate, window and scale a trace (see ``Window``) and attach its placement
+    groups (the trace's own and the ``gangs`` overlay, see ``gangs.py``); raise
+    ``TraceError`` or ``ValueError`` naming the field for input that cannot be replayed."""
+    demand, wg, name = resolve(trace, groups)
+    types = worker_group_specs(wg)
+    if not types:
+        raise TraceError("worker_groups", "type", "is empty: at least one worker group is needed")
+    for t in types:
+        if t.name == HEAD_TYPE:
+            raise TraceError("worker_groups", "type",
+                             f"{HEAD_TYPE!r} is reserved for the replay's head node")
+    n_rows = demand.num_rows
+    if n_rows == 0:
+        raise TraceError("demand", "*", "has no rows: nothing to replay")
+    start, stop = window.bounds(n_rows)
+    arrival = np.asarray(demand.column("arrival_s").to_numpy(), dtype=np.float64)
+    order = np.argsort(arrival, kind="stable")          # the trace order, if already sorted
+    rows = order[start:stop]
+    table = demand.take(pa.array(rows))
+    arrival = arrival[rows]
+    duration = np.asarray(table.column("duration_s").to_numpy(), dtype=np.float64)
+    arr = (arrival - arrival[0]) / (window.compress * window.arrival_scale)
+    dur = duration / window.compress
+
+    warnings: list[str] = []
+    shape_index: dict[tuple, int] = {}
+    shapes: list[dict] = []
+    unit_shape = np.zeros(len(rows), dtype=np.int32)
+    models = {m for t in types for k in t.resources if k.startswith(ACCELERATOR_PREFIX)
+              for m in [k[len(ACCELERATOR_PREFIX):]]}
+    unknown_models: dict[str, int] = {}
+    records = table.to_pylist()
+    for u, row in enumerate(records):
+        for m in gpu_spec_options(row.get("gpu_spec")):
+            if m not in models:
+                unknown_models[m] = unknown_models.get(m, 0) + 1
+        shape = demand_shape(row)
+        key = tuple(shape.items())
+        s = shape_index.get(key)
+        if s is None:
+            s = shape_index[key] = len(shapes)
+            shapes.append(shape)
+        unit_shape[u] = s
+    if unknown_models:
+        listed = ", ".join(f"{m} ({n} rows)" for m, n in sorted(unknown_models.items()))
+        warnings.append(f"GPU models no worker group has: {listed}; those requests cannot "
+                        f"be placed and are reported infeasible")
+    oversized_shapes = [s for s, sh in enumerate(shapes)
+                        if not any(_fits(sh, dict(t.resources)) for t in [HEAD] + types)]
+    oversized = int(np.isin(unit_shape, oversized_shapes).sum())
+    if oversized:
+        warnings.append(f"{oversized} units ({len(oversized_shapes)} shapes) are larger than "
+                        f"every node type; they stay pending and are reported infeasible")
+    n_or = or_list_count(table)
+    if n_or:
+        warnings.append(f"{n_or} GPU OR-list constraints (A|B) are replayed unconstrained")
+    fits_type = np.array([any(_fits(sh, dict(t.resources)) for t in types) for sh in shapes],
+                         dtype=bool)
+
+    def fits_merged(units) -> bool:
+        merged: dict[str, float] = {}
+        for u in units:
+            for k, v in shapes[unit_shape[u]].items():
+                merged[k] = merged.get(k, 0.0) + v
+        return any(_fits(merged, dict(t.resources)) for t in types)
+    group_ids = table.column("group_id").to_pylist()
+    caps = table.column("max_per_node").to_pylist()
+    capped = np.array([c is not None for c in caps], dtype=bool)
+    spread = {g for g, c in zip(group_ids, caps) if g is not None and c == 1}
+    # Capped units never join the overlay's groups (Ray Serve refuses a per-node cap
+    # with placement group bundles).
+    pg = build_gangs(len(rows), group_ids, gangs, fits_type[unit_shape] & ~capped,
+                     fits_merged, spread_groups=spread)
+    cap_note = _caps_note(table, capped, len(spread))
+    rows = np.asarray(rows, dtype=np.int64)
+    if pg.G:
+        arr, dur, order = together(pg, arr, dur)
+        arr, dur, unit_shape, rows = arr[order], dur[order], unit_shape[order], rows[order]
+        pg = permute(pg, order)
+    scaling = window.describe(n_rows)
+    if gangs.share > 0:
+        scaling += f"; gang overlay {gangs.share:g} (seed {gangs.seed})"
+    prices = dict(zip(wg.column("type").to_pylist(), wg.column("price").to_pylist()))
+    source = (wg.schema.metadata or {}).get(b"vecsched.price_source")
+    price_source = None
+    if any(v is not None for v in prices.values()):
+        price_source = source.decode() if source else "the worker groups' price column"
+    return LoadedTrace(
+        name=name, types=[HEAD] + types, arrival_s=arr, duration_s=dur,
+        unit_shape=unit_shape, shapes=shapes, rows=rows,
+        scaling=scaling, oversized=oversized, warnings=warnings, gangs=pg,
+        prices=prices, price_source=price_source, caps=cap_note)
+
+
+def _caps_note(table: pa.Table, capped: np.ndarray, n_spread: int) -> str:
+    """The window's per-node caps in words ("" when none)."""
+    if not capped.any():
+        return ""
+    apps = table.column("app").to_pylist()
+    caps = table.column("max_per_node").to_pylist()
+    by_app = {a: c for a, c, k in zip(apps, caps, capped) if k}
+    hist: dict[int, int] = {}
+    for c in by_app.values():
+        hist[c] = hist.get(c, 0) + 1
+    where = ", ".join(f"{n} at {c}" for c, n in sorted(hist.items()))
+    return (f"per-node caps: {len(by_app)} apps ({where}), {int(capped.sum())} units; "
+            f"independent requests ask 1/cap of the app's implicit per-node slot, "
+            f"{n_spread} capped placement groups are STRICT_SPREAD")

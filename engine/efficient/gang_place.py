@@ -1,0 +1,256 @@
+"""Placement groups in the efficient mode: each all or nothing, best of k passes.
+
+A *pass* places the groups, all or nothing each, existing nodes (and nodes the
+pass already launched) first, then new nodes (``vecsched.engine.efficient.place``):
+
+- *myopic*: group by group, the cheapest of three packings of the group (bundles
+  largest first with the mode's ``fill_credit``; largest first with new nodes
+  judged by what the group alone fills; the group's own order, likewise);
+- *joint*: every group's bundles packed as one batch, largest first, so that
+  new nodes are shared between groups; a group left incomplete is dropped and
+  the rest packed again.
+
+Passes: myopic and joint, each with existing nodes taken first-fit or tightest
+fit (best fit), and myopic with groups in input order. Otherwise groups with
+STRICT_* constraints go first (fewest ways to fit), then the largest (normalised
+size), then input order. The pass placing the most bundles, then launching the
+cheapest nodes, wins.
+
+Then, when OR-Tools is installed and the tick has at most ``gang_cpsat_bundles``
+bundles in groups, CP-SAT (``vecsched.engine.solver``) solves all groups at once over
+the nodes as they are and new nodes within the launch room, hinted with the
+winning pass, within ``cpsat_dtime`` deterministic seconds (one worker, seed
+0: reproducible); its packing replaces the pass's when it is strictly better.
+Then a neighbourhood search (``lns.py``, ``lns_dtime``) re-packs a few nodes'
+gangs at a time while that makes the launches cheaper.
+
+A forming group is never stranded: its bundles are packed onto the most
+advanced nodes first, so a group whose nodes are booting is planned onto them
+again, and ``tick.cancel_pending`` keeps any pending node a group of the tick
+could use.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from vecsched.engine.model.fits import gang_items, gang_strategy
+from vecsched.engine.solver.cpsat import have_ortools
+from vecsched.engine.solver.instance import EXISTING, build_slot_instance
+from .cost import Costs
+from .options import EfficientOptions
+from .improve import improve
+from .lns import commit_keys, hint_of, improve_lns
+from .place import place_batch
+from .state import State
+
+
+def gang_batch(p, g: int):
+    """Gang g's items as a batch: (request rows, bundles, units, per item the
+    bundle positions of each unit); equal unmerged bundles are one item with a
+    count, a merged STRICT_PACK item is one unit standing for all its bundles.
+    (The same items, in the same order, as ``vecsched.engine.solver``'s instance.)"""
+    rows, qty, want, members = [], [], [], []
+    seen: dict = {}
+    for q_vec, q, mem in gang_items(p, g):
+        key = (int(p.req.ident[q]), q_vec.tobytes()) if len(mem) == 1 else ("merged", mem[0])
+        j = seen.get(key)
+        if j is None:
+            seen[key] = len(rows)
+            rows.append(q)
+            qty.append(q_vec)
+            want.append(1)
+            members.append([list(mem)])
+        else:
+            want[j] += 1
+            members[j].append(list(mem))
+    R = p.R
+    return (np.asarray(rows, np.int64), np.asarray(qty, float).reshape(len(rows), R),
+            np.asarray(want, np.int64), members)
+
+
+def gang_order(p, costs: Costs, largest_first: bool = True) -> list[int]:
+    if not largest_first:
+        return list(range(p.G))
+    strict = np.asarray([gang_strategy(p, g).startswith("STRICT") for g in range(p.G)], bool)
+    size = np.asarray([float(costs.size(p.req.qty[p.gang_req[p.gang_ptr[g]:p.gang_ptr[g + 1]]])
+                             .sum()) for g in range(p.G)], float)
+    return np.lexsort((np.arange(p.G), -size, ~strict)).tolist()
+
+
+PASSES = (("myopic", True, False), ("myopic", True, True), ("myopic", False, False),
+          ("joint", True, False), ("joint", True, True))
+
+
+def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict):
+    """Place every gang; returns ((G,) bool infeasible, processing order, (B, 3)
+    rows (gang, bundle position, slot))."""
+    p = st.p
+    if not p.G:
+        return np.zeros(0, bool), [], np.zeros((0, 3), np.int64)
+    batches = [gang_batch(p, g) for g in range(p.G)]
+    best = None
+    for v, (how, largest, tight) in enumerate(PASSES):
+        snap = st.snapshot()
+        order = gang_order(p, costs, largest)
+        bad, place = _pass(st, costs, opts, batches, order, how, tight)
+        st.restore(snap)
+        place = improve(st, costs, batches, place)
+        key = (_unplaced(p, bad), _placed_price(costs, place), v)
+        if best is None or key < best[0]:
+            best = (key, v, order, bad, place)
+    _, v, order, bad, place = best
+    how, largest, tight = PASSES[v]
+    stats["gang_pass"] = how + ("" if largest else "-input-order") + ("-tight" if tight else "")
+    nb = int(sum(b[2].sum() for b in batches))
+    if opts.gang_cpsat_bundles > 0 and nb <= opts.gang_cpsat_bundles and have_ortools():
+        stats["gang_cpsat"] = 1
+        better = _cpsat(st, costs, opts, batches, place, best[0])
+        if better is not None:
+            stats["gang_cpsat_better"] = 1
+            bad, place = better
+        if opts.lns_dtime > 0 and nb > 0:
+            before = _placed_price(costs, place)
+            place = improve_lns(st, costs, batches, place, budget=opts.lns_dtime)
+            if _placed_price(costs, place) < before:
+                stats["gang_lns_better"] = 1
+    return bad, order, _rows(_commit(st, batches, place), batches)
+
+
+def _commit(st: State, batches, place: list) -> list:
+    """Apply placements whose new nodes are ``("new", j)`` keys: launch each once
+    (in order of first use) and place the units; returns them with real slots."""
+    slot_of = commit_keys(st, batches, place)
+    return [(g, i, slot_of[slot] if isinstance(slot, tuple) else slot, n, t)
+            for g, i, slot, n, t in place]
+
+
+def _unplaced(p, bad) -> int:
+    return int(sum(int(p.gang_ptr[g + 1] - p.gang_ptr[g]) for g in np.flatnonzero(bad)))
+
+
+def _placed_price(costs: Costs, place: list) -> float:
+    """The price of the new nodes (``("new", j)`` slots) a packing launches."""
+    new = {slot: t for _, _, slot, _, t in place if isinstance(slot, tuple)}
+    return float(sum(costs.price[t] for t in new.values()))
+
+
+def _price(st: State, costs: Costs, snap) -> float:
+    return float(sum(costs.price[t] for t in st.new_types[len(snap[5]):]))
+
+
+def _rows(place: list, batches) -> np.ndarray:
+    """(gang, item, slot, units, type) placements as (gang, bundle position, slot) rows."""
+    members = {g: [list(m) for m in b[3]] for g, b in enumerate(batches)}
+    out = []
+    for g, i, slot, n, _ in place:
+        for _ in range(n):
+            out.extend((g, b, slot) for b in members[g][i].pop(0))
+    return np.asarray(sorted(out), np.int64).reshape(-1, 3)
+
+
+def _pass(st, costs, opts, batches, order, how: str, tight: bool):
+    """One pass over the gangs (module docstring); returns ((G,) bool infeasible,
+    placements (gang, item, slot, units, slot type))."""
+    p = st.p
+    if how == "joint":
+        return _joint(st, costs, opts, batches, order, tight)
+    bad = np.zeros(p.G, bool)
+    place: list = []
+    keep = opts.keep_gpu_for_gpu
+    variants = ((True, opts.fill_credit), (True, 0.0), (False, 0.0))
+    for g in order:
+        rows, qty, want, _ = batches[g]
+        best = None
+        for v, (sort, credit) in enumerate(variants):
+            snap = st.snapshot()
+            got = _one(st, costs, rows, qty, want, sort, credit, keep, tight)
+            if got is not None:
+                key = (_price(st, costs, snap), len(st.new_types) - len(snap[5]), v)
+                if best is None or key < best[0]:
+                    best = (key, v)
+            st.restore(snap)
+        if best is None:
+            bad[g] = True
+            continue
+        sort, credit = variants[best[1]]
+        for slot, i, n in _one(st, costs, rows, qty, want, sort, credit, keep, tight):
+            place.append((g, i, slot, n, int(st.type[slot])))
+    return bad, place
+
+
+def _joint(st, costs, opts, batches, order, tight: bool):
+    """Every gang's bundles packed as one batch (largest first, existing nodes
+    first, new nodes shared between gangs); a gang left incomplete is dropped
+    and the rest packed again, until every packed gang is whole."""
+    p = st.p
+    bad = np.zeros(p.G, bool)
+    snap = st.snapshot()
+    while True:
+        gangs = [g for g in order if not bad[g]]
+        if not gangs:
+            return bad, []
+        rows = np.concatenate([batches[g][0] for g in gangs])
+        qty = np.concatenate([batches[g][1] for g in gangs])
+        want = np.concatenate([batches[g][2] for g in gangs])
+        gang_of = np.concatenate([[g] * len(batches[g][0]) for g in gangs]).astype(np.int64)
+        local = np.concatenate([np.arange(len(batches[g][0])) for g in gangs]).astype(np.int64)
+        out: list = []
+        left = place_batch(st, costs, rows, qty, want, 0, opts.keep_gpu_for_gpu, 0.0, out,
+                           tight=tight)
+        short = np.unique(gang_of[left > 0])
+        if not short.size:
+            return bad, [(int(gang_of[i]), int(local[i]), slot, n, int(st.type[slot]))
+                         for slot, i, n in out]
+        bad[short] = True
+        st.restore(snap)
+        snap = st.snapshot()
+
+
+def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, tight: bool):
+    """One packing of a gang; its placements (slot, item, units), or None."""
+    order = np.argsort(-costs.size(qty), kind="stable") if sort else np.arange(len(rows))
+    r, q, w = rows[order], qty[order], want[order]
+    out: list = []
+    left = place_batch(st, costs, r, q, w, 0, keep_gpu, credit, out, tight=tight)
+    if left.any():
+        return None
+    return [(slot, int(order[i]), n) for slot, i, n in out]
+
+
+# ---- CP-SAT over every gang of the tick ---------------------------------------------------
+
+def _cpsat(st: State, costs: Costs, opts: EfficientOptions, batches, place, best_key):
+    """The CP-SAT packing of all gangs when strictly better than the pass's
+    (best_key = (unplaced bundles, price)): (bad, placements with ``("new", j)``
+    keys for its launches), or None. ``st`` is untouched."""
+    from vecsched.engine.solver.cpsat import solve
+    p = st.p
+    M = st.M
+    alive = np.flatnonzero(st.alive[:M])
+    inst = build_slot_instance(p, np.arange(p.G), (st.free[:M], st.label[:M], st.type[:M], alive),
+                               st.type_room, st.global_room, costs.price)
+    offset = np.zeros(p.G + 1, np.int64)
+    offset[1:] = np.cumsum([len(b[0]) for b in batches])
+    if offset[-1] != inst.I:
+        return None
+    hint = hint_of(inst, place, offset)
+    res = solve(inst, hint=hint, deterministic_limit=opts.cpsat_dtime)
+    if not res.feasible:
+        return None
+    unplaced = int(sum(int(inst.gang_bundles[g]) for g in np.flatnonzero(~res.placed_gangs)))
+    price = float(sum(costs.price[t] * n for t, n in enumerate(res.launches.tolist())))
+    if (unplaced, price) >= tuple(best_key[:2]):
+        return None
+    gang_of = np.searchsorted(offset, np.arange(inst.I), side="right") - 1
+    key_of: dict = {}
+    out = []
+    for i, k, j, n in res.assignment.tolist():
+        g = int(gang_of[i])
+        if inst.kind[k] == EXISTING:
+            slot = int(inst.nodes[k][j])
+            t = int(st.type[slot])
+        else:
+            slot = key_of.setdefault((k, j), ("new", len(key_of)))
+            t = int(inst.ctype[k])
+        out.append((g, i - int(offset[g]), slot, n, t))
+    return ~res.placed_gangs, out

@@ -1,0 +1,115 @@
+"""The resource and label columns of one tick: only what the tick names.
+
+Every name a configured type or a request uses gets a column (a request fits
+only where the column holds enough, RAY_V2_SEMANTICS.md §4.7). A name only the
+running nodes' maps use gets one when it decides more than its own node's
+score: ``GPU`` (Ray's GPU avoidance looks for it), an implicit resource, or a
+name more than one node has - unless it is a placement-group bundle resource
+(``CPU_group_<pg>``, ``CPU_group_<i>_<pg>``, ``bundle_group_...``), which the GCS
+adds per placed bundle and which churns with every group. Every other name is
+its node's private resource: no request names it, so it only enters that node's
+utilisation score, victim order and cluster total, and each node's k-th private
+resource shares the pseudo column ``PRIVATE_PREFIX + k`` (build_nodes.py fills
+them, in the node's own dict order) instead of widening every row. The columns
+are made afresh each tick, so a name no type, request or node uses any more
+has no column: the width follows the tick, not the history of the cluster.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from vecsched.engine.model.dtypes import GPU, IMPLICIT_PREFIX, PRIVATE_PREFIX
+from vecsched.engine.model.node_columns import FlatMaps
+from vecsched.engine.model.requests import collect_names
+from vecsched.engine.model.vocab import Vocab
+
+
+@dataclass
+class TickColumns:
+    vocab: Vocab           # resource name -> column
+    lvocab: Vocab          # label key -> label column: only the keys types and requests
+                           # name (selectors, placement constraints); a node label no
+                           # request reads decides nothing (placement groups add one each)
+    values: Vocab          # label value -> id ("" is a value: placement-group markers)
+    total_cols: np.ndarray     # column of each entry of the running nodes' total maps
+    avail_cols: np.ndarray     # ... of their available maps (-1: a private resource)
+    implicit: np.ndarray       # (R,) bool: implicit resources (missing means 1.0)
+
+
+def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
+                 implicit_prefix: str = IMPLICIT_PREFIX) -> TickColumns:
+    """Columns for the configured ``types``, the running nodes' ``maps`` (total,
+    available, labels FlatMaps sharing one name list between the first two) and
+    the request ``specs``; names starting with ``implicit_prefix`` are Ray's
+    implicit resources."""
+    vocab, lvocab, values = Vocab(), Vocab(), Vocab(allow_empty=True)
+    for ts in types:
+        for k in ts.resources:
+            vocab.add(k)
+        for k in ts.labels:
+            lvocab.add(k)
+    collect_names(specs, vocab, lvocab)
+    # Names in several nodes' totals that are not bundle resources get a column
+    # (object_store_memory, accelerator markers): one count finds them, so only
+    # the rare rest goes through new_names entry by entry.
+    names = maps[0].names
+    for k in np.flatnonzero(np.bincount(maps[0].kid, minlength=len(names)) > 1).tolist():
+        if "_group_" not in names[k]:
+            vocab.add(names[k])
+    tc, ac = maps[0].columns(vocab.ids), maps[1].columns(vocab.ids)
+    known = len(vocab)
+    named, n_private = new_names(maps[0], maps[1], tc, ac, implicit_prefix)
+    for k in named:
+        vocab.add(k)
+    for j in range(n_private):
+        vocab.add(f"{PRIVATE_PREFIX}{j}")
+    if any_ippr:                        # in-place resizes name CPU and memory
+        vocab.add("CPU")
+        vocab.add("memory")
+    if len(vocab) > known:              # names that got a column since
+        tc, ac = maps[0].columns(vocab.ids), maps[1].columns(vocab.ids)
+    return TickColumns(vocab, lvocab, values, tc, ac, vocab.implicit_mask(implicit_prefix))
+
+
+def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray,
+              implicit_prefix: str = IMPLICIT_PREFIX):
+    """The resource names of the running nodes' maps without a column (``tc``,
+    ``ac``: their columns, -1 for none; ``tot`` and ``av`` share one name list).
+    Returns (the names that get a column - GPU, implicit resources, and names
+    more than one node has that are not placement-group bundle resources (their
+    names hold ``_group_``, the test Ray's own autoscaler uses) - in first-seen order
+    node by node, each node's totals first, then the names only its
+    availability has; the most private names one node has: the others share
+    pseudo columns)."""
+    if tot.names is not av.names:
+        raise ValueError("total and available maps must share their names (FlatMaps.of_pair)")
+    tu, au = np.flatnonzero(tc < 0), np.flatnonzero(ac < 0)
+    if tu.size == 0 and au.size == 0:
+        return [], 0
+    rows = np.repeat(np.arange(tot.lens.size), tot.lens)[tu]
+    a_rows = np.repeat(np.arange(av.lens.size), av.lens)[au]
+    ids, a_ids = tot.kid[tu], av.kid[au]
+    if not (np.array_equal(rows, a_rows) and np.array_equal(ids, a_ids)):   # node:<ip> in both
+        width = len(tot.names)
+        only = ~np.isin(a_rows * width + a_ids, rows * width + ids)
+        rows = np.concatenate([rows, a_rows[only]])
+        ids = np.concatenate([ids, a_ids[only]])
+        order = np.lexsort((np.arange(rows.size), rows))    # node by node, totals first
+        rows, ids = rows[order], ids[order]
+    # a node names a resource once (totals, or availability only): count nodes
+    per_name = np.bincount(ids, minlength=len(tot.names))
+    distinct, first = np.unique(ids, return_index=True)
+    distinct = distinct[np.argsort(first, kind="stable")]         # first-seen order
+    names = tot.names
+    # GPU, implicit resources, and names of several nodes that are not bundle
+    # resources (one test per distinct name; the usual one is a node's own)
+    many = set(np.flatnonzero(per_name > 1).tolist())
+    shared = [k for k, name in zip(distinct.tolist(), map(names.__getitem__, distinct.tolist()))
+              if name == GPU or name.startswith(implicit_prefix)
+              or (k in many and "_group_" not in name)]
+    mine = ~np.isin(ids, shared) if shared else np.ones(ids.size, bool)
+    most = int(np.bincount(rows[mine]).max()) if mine.any() else 0
+    return [names[k] for k in shared], most
+
