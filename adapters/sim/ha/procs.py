@@ -22,8 +22,6 @@ class DemoError(RuntimeError):
 def _env(authkey: bytes) -> dict:
     env = dict(os.environ)
     env[AUTHKEY_ENV] = authkey.hex()
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
