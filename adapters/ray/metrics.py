@@ -215,7 +215,8 @@ def _hook_ray_registry() -> None:
 
 
 def detach() -> None:
-    """Give Ray its own metrics class back and forget our collectors (tests)."""
+    """Give Ray its own metrics class back, forget our collectors and stop the
+    stand-alone server (``uninstall()``)."""
     from ray.autoscaler._private import prom_metrics
 
     cls = prom_metrics.AutoscalerPrometheusMetrics
@@ -223,3 +224,8 @@ def detach() -> None:
         prom_metrics.AutoscalerPrometheusMetrics = cls.__mro__[1]
     _extra.clear()
     _RayRegistries.live.clear()
+    server = _served.pop("server", None)
+    _served.clear()
+    if server is not None:
+        server.shutdown()
+        server.server_close()
