@@ -267,3 +267,22 @@ def test_a_scrape_during_ticks_sees_consistent_counts(installed):
     assert not errors and seen
     assert all(ticks <= count for ticks, count in seen)   # a tick is timed before counted
     assert _get(_scrape(sched), "vecsched_ticks_total", decided_by="engine") == 12
+
+
+def test_without_prometheus_client_nothing_is_exported_and_install_works(
+        installed, monkeypatch, caplog):
+    """As Ray's monitor does without prometheus_client: a warning, no metrics, the
+    scheduler itself unchanged (it keeps its own counts for the stats file)."""
+    from ray.autoscaler._private import prom_metrics
+
+    monkeypatch.setattr(m, "prometheus_client", None)
+    ray_class = prom_metrics.AutoscalerPrometheusMetrics
+    with caplog.at_level("WARNING", logger=rm.__name__):
+        sched = installed("engine")
+    assert "prometheus_client not found" in caplog.text
+    assert prom_metrics.AutoscalerPrometheusMetrics is ray_class     # not hooked
+    assert not m.available()
+    with pytest.raises(m.MetricsError, match="prometheus_client is not installed"):
+        rm.SchedulerCollector(lambda: sched).collect()
+    sched.schedule(_request(14))
+    assert sched.metrics_view()["engine_ticks"] == 1
