@@ -19,7 +19,6 @@ engine's plan says *why* demand was left unplaced. So:
 from __future__ import annotations
 
 from collections import Counter
-from typing import Optional
 
 from ray.core.generated.instance_manager_pb2 import TerminationRequest
 

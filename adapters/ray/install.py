@@ -85,11 +85,11 @@ def install(mode: Optional[str] = None, stats_path: Optional[str] = None) -> Opt
 
     Returns the installed class, or None when nothing was installed (``mode="ray"``, or an
     untested Ray with ``VECSCHED_UNTESTED_RAY=ray``). Raises :class:`InstallError`, having
-    changed nothing, on a bad mode, an untested Ray (by default), a bad ``VECSCHED_METRICS_PORT`` or an
-    ``autoscaler`` module that no longer builds ``ResourceDemandScheduler`` by name.
-    Idempotent: a second call replaces the first one's settings. The scheduler's metrics
-    go to Ray's autoscaler metrics registry (and ``VECSCHED_METRICS_PORT``), see
-    ``adapters/ray/metrics.py``.
+    changed nothing, on a bad mode, an untested Ray (by default), a bad
+    ``VECSCHED_METRICS_PORT`` or an ``autoscaler`` module that no longer builds
+    ``ResourceDemandScheduler`` by name. Idempotent: a second call replaces the first
+    one's settings. The scheduler's metrics go to Ray's autoscaler metrics registry (and
+    ``VECSCHED_METRICS_PORT``), see ``adapters/ray/metrics.py``.
     """
     mode = resolve_mode(mode)
     metrics_port = _metrics_port()

@@ -129,8 +129,9 @@ def test_serve_lease_metrics_over_http(redis_server):
 
 def _cluster(rv: int, replicas: int, writer: str = "autoscaler") -> dict:
     return {"metadata": {"name": "rc", "resourceVersion": str(rv),
-                         "managedFields": [{"manager": writer, "time": f"2026-01-01T00:00:{rv:02d}Z",
-                                            "fieldsV1": {"f:spec": {"f:workerGroupSpecs": {}}}}]},
+                         "managedFields": [{
+                             "manager": writer, "time": f"2026-01-01T00:00:{rv:02d}Z",
+                             "fieldsV1": {"f:spec": {"f:workerGroupSpecs": {}}}}]},
             "spec": {"workerGroupSpecs": [{"groupName": "cpu", "replicas": replicas,
                                            "minReplicas": 0, "maxReplicas": 4}]}}
 

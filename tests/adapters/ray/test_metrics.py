@@ -38,7 +38,7 @@ def installed(monkeypatch):
     monkeypatch.delenv(m.ENV_PORT, raising=False)
 
     def make(mode="engine", warm=True):
-        cls = inst.install(mode=mode)
+        inst.install(mode=mode)
         sched = mod.ResourceDemandScheduler(None)        # what Autoscaler.__init__ does
         if warm:
             assert sched.warmup.wait(600)
