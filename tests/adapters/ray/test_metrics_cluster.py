@@ -6,7 +6,8 @@ serves its ``AutoscalerPrometheusMetrics`` registry on ``AUTOSCALER_METRIC_PORT`
 port of this test's, passed on through ``ray start``'s environment) and advertises the
 address in the GCS. The test reads that address from the GCS, scrapes it over HTTP, and
 checks what follows from what happened: the tick counter and the tick histogram grow,
-the one node a ``num_cpus=2`` task needs is counted as one ``cpu2`` launch, Ray's own
+the one node a ``num_cpus=2`` task needs is counted as one ``cpu2`` launch and, once idle,
+one ``IDLE`` termination (as the stats file says), Ray's own
 ``autoscaler_*`` metrics come from the same port.
 """
 from __future__ import annotations
@@ -77,14 +78,24 @@ def test_metrics_scraped_from_a_live_ray_autoscaler(cluster_factory, monkeypatch
     c.wait(launched, 30, "the launch to be counted")
     c.wait(lambda: _sum(_scrape(addr), "vecsched_engine_ready") == 1, 120,
            "the engine's warm-up")
+    ray.shutdown()
+
+    def idle_terminated():                             # idle timeout 12 s
+        box["s"] = _scrape(addr)
+        return _sum(box["s"], "vecsched_decisions_total", kind="terminate") >= 1
+    with c.phase("idle scale-down"):
+        c.wait(idle_terminated, 90, "the idle termination to be counted")
     time.sleep(3)                                      # a few more ticks
     s1 = _scrape(addr)
-    ray.shutdown()
     stats = c.stats()
 
     assert _sum(s1, "vecsched_decisions_total", kind="launch", node_type="cpu2") == 1
     assert _sum(s1, "vecsched_decisions_total", kind="launch") == 1
     assert stats["launched"] == {"cpu2": 1}, stats
+    assert _sum(s1, "vecsched_decisions_total", kind="terminate", cause="IDLE",
+                node_type="cpu2") == 1
+    assert _sum(s1, "vecsched_decisions_total", kind="terminate") == 1
+    assert stats["terminated"] == {"IDLE": 1}, stats
     ticks0, ticks1 = _ticks(s0), _ticks(s1)
     assert ticks1 > ticks0
     passes = _sum(s1, "vecsched_tick_seconds_count")  # one pass per tick in engine mode
