@@ -286,3 +286,26 @@ def test_without_prometheus_client_nothing_is_exported_and_install_works(
         rm.SchedulerCollector(lambda: sched).collect()
     sched.schedule(_request(14))
     assert sched.metrics_view()["engine_ticks"] == 1
+
+
+def test_a_collector_added_later_reaches_every_registry(installed, monkeypatch):
+    """The side-car's ledger collector is added after install(): it must reach the
+    registry Ray already built, the stand-alone one, and any Ray builds later."""
+    from ray.autoscaler._private import prom_metrics
+
+    from vecsched.adapters.kuberay.sidecar import Ledger
+    from vecsched.adapters.metrics_kuberay import LedgerCollector
+
+    monkeypatch.setenv(m.ENV_PORT, "0")
+    sched = installed("engine")          # (kept alive: the collector holds a weak reference)
+    before = prom_metrics.AutoscalerPrometheusMetrics(session_name="before")
+    rm.add_collector(LedgerCollector(Ledger(None)))
+    after = prom_metrics.AutoscalerPrometheusMetrics(session_name="after")
+    with urllib.request.urlopen(f"http://127.0.0.1:{rm._served['port']}/metrics",
+                                timeout=10) as r:
+        served = r.read().decode()
+    for text in (m.scrape(before.registry), m.scrape(after.registry), served):
+        s = _parse(text)
+        assert _get(s, "vecsched_kuberay_patches_total") == 0
+        assert _get(s, "vecsched_ticks_total", decided_by="engine") == 0
+    assert sched.counters["ticks"] == 0
