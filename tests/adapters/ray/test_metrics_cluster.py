@@ -49,6 +49,9 @@ def test_metrics_scraped_from_a_live_ray_autoscaler(cluster_factory, monkeypatch
     port, = _free_ports(1)
     monkeypatch.setenv("AUTOSCALER_METRIC_PORT", str(port))
     monkeypatch.delenv("VECSCHED_METRICS_PORT", raising=False)
+    # a token in ~/.ray (another cluster's) would switch token auth on for some of the
+    # processes and not others; this cluster and its driver run without (as LocalKubeRay)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     c = cluster_factory("metrics", via="hook", mode="engine")
     with c.phase("head + autoscaler up"):
         c.start()
