@@ -8,9 +8,11 @@
         with Ray's KubeRay client watched (``adapters/kuberay/sidecar.py``: patches recorded,
         replicas ownership conflicts, stale reads; ``VECSCHED_RAY_CHECK=1``).
 ``VECSCHED_DUMP_DIR``: every tick's request is dumped there (``adapters/ray/dump.py``).
+Metrics (docs/metrics.md): Ray's monitor serves them on ``AUTOSCALER_METRIC_PORT`` with
+its own; the side-car's ledger is exported beside the scheduler's.
 
 ``ray start --head`` with ``RAY_START_HOOK=vecsched.adapters.ray.install.ray_start_hook`` runs this
-file by path (``python -u .../adapters/ray/monitor.py <Ray's monitor arguments>``), and the
+file by path (``python -u .../adapters/monitor.py <Ray's monitor arguments>``), and the
 ``vecsched-monitor`` console script re-executes itself the same way (same pid), so that
 ``ray stop`` and Ray's process checks (which look for ``monitor.py`` in command lines) see it.
 Environment: see ``adapters/ray/install.py`` (``VECSCHED_MODE``, ``VECSCHED_STATS_FILE``,
@@ -89,6 +91,10 @@ def run_kuberay(argv: List[str]) -> None:
     from vecsched.adapters.ray.install import ENV_STATS_FILE
 
     ledger = prepare(os.environ.get(ENV_STATS_FILE))
+    from vecsched.adapters.metrics_kuberay import LedgerCollector
+    from vecsched.adapters.ray.metrics import add_collector
+
+    add_collector(LedgerCollector(ledger))   # served with the scheduler's (docs/metrics.md)
     install_dumps(lambda: dump_context(ledger))         # VECSCHED_DUMP_DIR, if set
     from ray.autoscaler._private.kuberay.run_autoscaler import run_kuberay_autoscaler
 
@@ -98,7 +104,7 @@ def run_kuberay(argv: List[str]) -> None:
 def main(argv: Optional[List[str]] = None) -> None:
     if argv is None and os.path.basename(sys.argv[0]) != "monitor.py":
         # Started as the `vecsched-monitor` console script: become
-        # `python -u .../adapters/ray/monitor.py ARGS` (same pid), like Ray's own monitor,
+        # `python -u .../adapters/monitor.py ARGS` (same pid), like Ray's own monitor,
         # so that `ray stop` and Ray's process checks, which look for "monitor.py" in
         # command lines, see this process, and its output is unbuffered.
         script = os.path.abspath(__file__)

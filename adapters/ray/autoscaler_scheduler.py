@@ -8,7 +8,9 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import threading
 import time
+import weakref
 from collections import Counter
 from typing import Optional
 
@@ -18,8 +20,9 @@ from ray.autoscaler.v2.scheduler import (ResourceDemandScheduler, SchedulingRepl
 from ray.core.generated.instance_manager_pb2 import TerminationRequest
 
 from .compare import ray_quirk, reply_diff
+from .decisions import count_decisions, infeasible_by_cause
 from .scheduler import EngineScheduler
-from .stats import write_json
+from .stats import TickHistogram, write_json
 from .warming import Warmup, warm_all
 
 logger = logging.getLogger(__name__)
@@ -46,12 +49,18 @@ class AutoscalerScheduler(EngineScheduler):
 
     Every ``schedule()`` call is counted in :attr:`counters` and, when ``stats_path`` is
     set, the counters go to that JSON file after every tick (atomically replaced).
+    For the Prometheus metrics (``adapters/ray/metrics.py``) it also keeps, under
+    :attr:`lock`, the seconds of every scheduler pass (:attr:`tick_seconds`, a histogram
+    per scheduler), the decisions by kind and cause (:attr:`decisions`), the ticks Ray
+    decided and why (:attr:`ray_decided`) and the last tick's infeasible requests by
+    cause (:attr:`infeasible_now`); :meth:`metrics_view` copies them.
     ``install()`` makes a subclass with ``mode`` and ``stats_path`` filled in.
     """
 
     mode = "engine"
     stats_path: Optional[str] = None
     built = 0                      # instances built in this process (the Autoscaler builds one)
+    _latest = None                 # weak reference to the last one built (the collector's)
 
     # The warm-up's work, run in a background thread (tests put a slow one here).
     warm_up = staticmethod(warm_all)
@@ -65,7 +74,13 @@ class AutoscalerScheduler(EngineScheduler):
         self.times = {"engine_s_total": 0.0, "engine_s_max": 0.0,
                       "ray_s_total": 0.0, "ray_s_max": 0.0}
         self.last_diff: list = []
+        self.lock = threading.Lock()          # the metrics scrape reads from another thread
+        self.tick_seconds = {"engine": TickHistogram(), "ray": TickHistogram()}
+        self.decisions: Counter = Counter()   # (kind, cause, node_type) -> n
+        self.ray_decided: Counter = Counter()  # reason -> ticks
+        self.infeasible_now: Counter = Counter()
         self._started = time.time()
+        AutoscalerScheduler._latest = weakref.ref(self)   # one per monitor process
         self._shadow = EngineScheduler(None, warm=False) if self.mode == "shadow" else None
         self._engine_decided_last = False
         self.warmup = Warmup(type(self).warm_up)
@@ -74,6 +89,12 @@ class AutoscalerScheduler(EngineScheduler):
                     "scheduler decides until then)", type(self).__name__, self.mode,
                     ray.__version__, os.getpid(), self.stats_path or "off")
         self._write_stats()
+
+    @staticmethod
+    def latest() -> Optional["AutoscalerScheduler"]:
+        """The last one built in this process (of any installed subclass), if alive."""
+        ref = AutoscalerScheduler._latest
+        return ref() if ref is not None else None
 
     @property
     def warmup_s(self) -> Optional[float]:
@@ -85,15 +106,21 @@ class AutoscalerScheduler(EngineScheduler):
     def schedule(self, request: SchedulingRequest) -> SchedulingReply:
         self.counters["ticks"] += 1
         tick = self.counters["ticks"]
+        plan_before = self.last_plan
         if not self.warmup.ready():
             reply, decided_by, diff = self._schedule_warming(request, tick), "ray (warm-up)", None
+            reason = "warmup"
         elif self.mode == "shadow":
             reply, diff = self._schedule_shadow(request, tick)
-            decided_by = "ray"
+            decided_by, reason = "ray", "shadow"
         else:
             reply, decided_by = self._schedule_engine(request, tick)
             diff = None
+            reason = None if decided_by == "engine" else "engine_error"
+        plan = self.last_plan if decided_by == "engine" and self.last_plan is not plan_before \
+            else None
         self._account(reply)
+        self._account_metrics(reply, plan, reason)
         self._log_tick(tick, reply, decided_by, diff)
         self._write_stats()
         return reply
@@ -104,6 +131,8 @@ class AutoscalerScheduler(EngineScheduler):
             return fn(request)
         finally:
             dt = time.perf_counter() - t0
+            with self.lock:
+                self.tick_seconds[which].observe(dt)
             self.times[f"{which}_s_total"] += dt
             self.times[f"{which}_s_max"] = max(self.times[f"{which}_s_max"], dt)
             self.times[f"{which}_s_last"] = dt
@@ -181,6 +210,45 @@ class AutoscalerScheduler(EngineScheduler):
             self.terminated[TerminationRequest.Cause.Name(t.cause)] += 1
         if reply.infeasible_resource_requests or reply.infeasible_gang_resource_requests:
             self.counters["ticks_with_infeasible"] += 1
+
+    def _account_metrics(self, reply, plan, reason):
+        """The figures the metrics collector exports (``plan``: the engine's, when it
+        made ``reply``; ``reason``: why Ray decided this tick, None if the engine did)."""
+        try:
+            decided = count_decisions(reply, plan)
+            infeasible = infeasible_by_cause(reply, plan)
+        except Exception:              # never lose a tick over its metrics
+            self.counters["metrics_errors"] += 1
+            logger.exception("vecsched: cannot count this tick's decisions for the metrics")
+            return
+        with self.lock:
+            self.decisions.update(decided)
+            self.infeasible_now = infeasible
+            if reason is not None:
+                self.ray_decided[reason] += 1
+
+    def metrics_view(self) -> dict:
+        """A consistent copy of what the metrics collector exports."""
+        with self.lock:
+            return {
+                "mode": self.mode,
+                "ticks": self.counters["ticks"],
+                "engine_ticks": self.counters["engine_ticks"],
+                "engine_errors": self.counters["engine_errors"],
+                "shadow_ticks": self.counters["shadow_ticks"],
+                "shadow_diff_ticks": self.counters["shadow_diff_ticks"],
+                "shadow_known_divergence_ticks":
+                    self.counters["shadow_known_divergence_ticks"],
+                "shadow_errors": self.counters["shadow_errors"],
+                "tick_seconds": {k: h.copy() for k, h in self.tick_seconds.items()},
+                "decisions": dict(self.decisions),
+                "ray_decided": dict(self.ray_decided),
+                "infeasible_now": dict(self.infeasible_now),
+                "warmup_ready": self.warmup.ready(),
+                "warmup_s": self.warmup_s,
+                "warmup_failed": self.warmup.error is not None,
+                "started_at": self._started,
+            }
 
     def _log_tick(self, tick, reply, decided_by, diff):
         if diff:

@@ -33,6 +33,10 @@ Environment (read in the autoscaler process; ``ray start`` passes its own enviro
   difference is logged and counted), ``ray`` (nothing is installed: stock Ray).
 * ``VECSCHED_STATS_FILE``: where the stats JSON goes; default
   ``<logs-dir>/vecsched_stats.json`` under the monitor's ``--logs-dir``.
+* ``VECSCHED_METRICS_PORT``: also serve vecsched's Prometheus metrics on this port (``0``:
+  any free port). Without it they are served only on Ray's own autoscaler metrics port
+  (``AUTOSCALER_METRIC_PORT``), in Ray's registry (``adapters/ray/metrics.py``,
+  docs/metrics.md); neither when ``prometheus_client`` is not installed.
 * ``VECSCHED_UNTESTED_RAY``: what to do on a Ray version other than
   :data:`TESTED_RAY_VERSIONS`: ``refuse`` (default; nothing is installed and the command
   fails with a message saying why) or ``ray`` (start with Ray's own scheduler, and say so
@@ -41,10 +45,15 @@ Environment (read in the autoscaler process; ``ray start`` passes its own enviro
 from __future__ import annotations
 
 import logging
+import os
 from typing import Optional
 
 from ray.autoscaler.v2.scheduler import ResourceDemandScheduler
 
+from vecsched.adapters.metrics import ENV_PORT as ENV_METRICS_PORT
+from vecsched.adapters.metrics import MetricsError, parse_port
+
+from . import metrics
 from .autoscaler_scheduler import AutoscalerScheduler
 from .checks import (ENV_MODE, ENV_UNTESTED_RAY, MODES, TESTED_RAY_VERSIONS, InstallError,
                      check_ray_version, ray_version_supported, resolve_mode)
@@ -56,7 +65,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["install", "uninstall", "installed", "InstallError", "AutoscalerScheduler",
            "ray_start_hook", "read_stats", "resolve_mode", "check_ray_version",
            "ray_version_supported", "HOOK", "MONITOR_SCRIPT", "STATS_FILE_NAME", "ENV_MODE",
-           "ENV_STATS_FILE", "ENV_UNTESTED_RAY", "MODES", "TESTED_RAY_VERSIONS"]
+           "ENV_STATS_FILE", "ENV_UNTESTED_RAY", "ENV_METRICS_PORT", "MODES",
+           "TESTED_RAY_VERSIONS"]
 
 
 def _autoscaler_module():
@@ -75,11 +85,14 @@ def install(mode: Optional[str] = None, stats_path: Optional[str] = None) -> Opt
 
     Returns the installed class, or None when nothing was installed (``mode="ray"``, or an
     untested Ray with ``VECSCHED_UNTESTED_RAY=ray``). Raises :class:`InstallError`, having
-    changed nothing, on a bad mode, an untested Ray (by default) or an ``autoscaler`` module
-    that no longer builds ``ResourceDemandScheduler`` by name. Idempotent: a second call
-    replaces the first one's settings.
+    changed nothing, on a bad mode, an untested Ray (by default), a bad
+    ``VECSCHED_METRICS_PORT`` or an ``autoscaler`` module that no longer builds
+    ``ResourceDemandScheduler`` by name. Idempotent: a second call replaces the first
+    one's settings. The scheduler's metrics go to Ray's autoscaler metrics registry (and
+    ``VECSCHED_METRICS_PORT``), see ``adapters/ray/metrics.py``.
     """
     mode = resolve_mode(mode)
+    metrics_port = _metrics_port()
     if mode == "ray":
         logger.info("vecsched: %s=ray, nothing installed; Ray's own scheduler decides",
                     ENV_MODE)
@@ -103,7 +116,18 @@ def install(mode: Optional[str] = None, stats_path: Optional[str] = None) -> Opt
                 "__doc__": f"AutoscalerScheduler installed with mode={mode!r}."})
     cls.__qualname__ = f"AutoscalerScheduler[{mode}]"
     mod.ResourceDemandScheduler = cls
+    metrics.attach(metrics_port)
     return cls
+
+
+def _metrics_port() -> Optional[int]:
+    raw = os.environ.get(ENV_METRICS_PORT)
+    if raw is None or raw == "":
+        return None
+    try:
+        return parse_port(raw, ENV_METRICS_PORT)
+    except MetricsError as e:
+        raise InstallError(str(e)) from None
 
 
 def _autoscaler_source(mod) -> str:
@@ -115,5 +139,7 @@ def _autoscaler_source(mod) -> str:
 
 
 def uninstall() -> None:
-    """Give the autoscaler module Ray's own scheduler back (in this process)."""
+    """Give the autoscaler module Ray's own scheduler (and metrics class) back (in this
+    process)."""
     _autoscaler_module().ResourceDemandScheduler = ResourceDemandScheduler
+    metrics.detach()
