@@ -13,6 +13,10 @@ did is counted here, not taken from their own claims:
 - every mutating call carries the caller's fencing token; a call whose epoch is older
   than the newest the world has seen is refused and recorded (a cloud API with a
   precondition, e.g. a KubeRay patch with a resourceVersion, does the same);
+- **claim(token)** raises the fence to the caller's epoch (a new leader's first call:
+  from then on, calls of older epochs are refused, so the instance list it reads
+  next holds everything an older leader will ever have done); **fence()** reads it
+  (a replica's floor for its next lease acquisition);
 - **advance(token, tick)** ends the leader's tick: simulated time moves one tick only
   when the leader says its tick is done (the world waits for the autoscaler), so a
   failover costs real seconds but no simulated time, and an HA run can be compared
@@ -157,7 +161,7 @@ class World:
                                        "state")} | {"times": dict(inst["times"])}
                  for inst in self.instances.values()]
         return {"tick": self.tick, "now_ns": self.now_ns, "end": self.cfg.ticks,
-                "nodes": nodes, "pending": pending, "cloud": cloud}
+                "fence": self.fence, "nodes": nodes, "pending": pending, "cloud": cloud}
 
     # ---- fenced mutations --------------------------------------------------------------
     def _admit(self, op: str, epoch: int, replica: str, **args) -> dict | None:
@@ -236,6 +240,18 @@ class World:
         self.calls[-1]["result"] = "done"
         return {"ok": True, "noop": False}
 
+    def claim(self, epoch: int, replica: str) -> dict:
+        """A new leader's first call: the fence moves up to `epoch` (refused if older)."""
+        refused = self._admit("claim", epoch, replica)
+        if refused:
+            return refused
+        self.calls[-1]["result"] = "done"
+        return {"ok": True, "fence": self.fence}
+
+    def fence_now(self) -> int:
+        """The newest epoch seen on a mutating call (not recorded as a read)."""
+        return self.fence
+
     def advance(self, epoch: int, replica: str, tick: int) -> dict:
         """End tick `tick`: the world moves to tick + 1 (only from `tick`)."""
         refused = self._admit("advance", epoch, replica, at=int(tick))
@@ -273,4 +289,5 @@ class World:
         return getattr(self, op)(*args)
 
 
-_OPS = frozenset({"hello", "view", "launch", "terminate", "drain", "advance", "record"})
+_OPS = frozenset({"hello", "view", "launch", "terminate", "drain", "claim", "fence_now",
+                  "advance", "record"})
