@@ -26,7 +26,9 @@ A leader's tick at world tick w (`Autoscaler.step`):
    leader recorded is lost, and nothing is launched twice.
 4. **Advance** the world to w + 1.
 
-Every write and every cloud call is preceded by `lease.token()`, which raises
+Cloud calls carry the token's epoch and holder id (the world refuses an epoch it has
+seen from another holder). Every write and every cloud call is preceded by
+`lease.token()`, which raises
 `NotLeader` once the lease is not valid by this replica's clock: a passive replica
 never writes and never calls the cloud. `hook(point, tick, **info)` is called right
 before and after the record write (`prewrite`, `postwrite`): the demo and the tests
@@ -141,7 +143,7 @@ class Autoscaler:
             self._decide_and_record(view, w)
         self._act(view)
         tok = self.lease.token()
-        res = self.world.call("advance", tok.epoch, self.name, w)
+        res = self.world.call("advance", tok.epoch, tok.holder, w)
         if not res["ok"]:
             if res["why"] == "stale":
                 raise CloudRefused(tok.epoch, res["fence"])
@@ -226,7 +228,7 @@ class Autoscaler:
     # ---- acting on the recorded state --------------------------------------------------
     def _call(self, op: str, *args) -> dict:
         tok = self.lease.token()
-        res = self.world.call(op, tok.epoch, self.name, *args)
+        res = self.world.call(op, tok.epoch, tok.holder, *args)
         if not res["ok"] and res.get("why") == "stale":
             raise CloudRefused(tok.epoch, res["fence"])
         return res

@@ -12,11 +12,19 @@ the harness itself took and the hold it imposed.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 
 from vecsched.engine.model.dtypes import Status
 
 FENCED = ("stale", "unknown", "expired")
+_HOLDER = re.compile(r"(.+)-[0-9a-f]{32}")
+
+
+def name_of(holder: str) -> str:
+    """The replica name in a holder id `name-<uuid4 hex>` (any other id as it is)."""
+    m = _HOLDER.fullmatch(holder)
+    return m.group(1) if m else holder
 
 
 def _instances(world: dict) -> dict:
@@ -24,8 +32,9 @@ def _instances(world: dict) -> dict:
 
 
 def _launch_changes(world: dict) -> tuple[list, list]:
-    """Accepted world calls in order, and the indexes where the calling replica changes."""
-    accepted = [c for c in world["calls"] if c.get("result") != "stale"]
+    """Accepted world calls in order (a new leader's claim is not an action), and the
+    indexes where the calling replica changes."""
+    accepted = [c for c in world["calls"] if c.get("result") != "stale" and c["op"] != "claim"]
     changes = [k for k in range(1, len(accepted))
                if accepted[k]["replica"] != accepted[k - 1]["replica"]]
     return accepted, changes
@@ -35,7 +44,7 @@ def _failover_s(fault: dict, accepted: list) -> float | None:
     """Fault -> the first call the world accepted from the next leader, less any hold
     the harness imposed on that leader."""
     for c in accepted:
-        if c["t"] > fault["at"] and c["replica"] == fault["next"]:
+        if c["t"] > fault["at"] and name_of(c["replica"]) == fault["next"]:
             return c["t"] - fault["at"] - fault["hold_s"]
     return None
 
@@ -80,10 +89,9 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
     accepted, changes = _launch_changes(world)
     faults = result["faults"]
     failover = [_failover_s(f, accepted) for f in faults]
-    # Every call the cloud accepted came from the replica that wrote in that epoch
-    # (holders are "<replica>-<pid>"): no passive replica ever reached the cloud.
-    writer_names = {e: {h.rsplit("-", 1)[0] for h in hs} for e, hs in writers.items()}
-    calls_by_leader = all(c["replica"] in writer_names.get(c["epoch"], {c["replica"]})
+    # Every call the cloud accepted came from the holder that wrote in that epoch
+    # (calls carry the holder id): no passive replica ever reached the cloud.
+    calls_by_leader = all(c["replica"] in writers.get(c["epoch"], {c["replica"]})
                           for c in accepted)
     recovery = [None if f is None or "next_acquired_at" not in fault else
                 f + fault["at"] - fault["next_acquired_at"]
@@ -131,8 +139,7 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
             "reference_units": {k: v for k, v in ru.items() if k != "placed_at"},
             "world_ticks": world["tick"], "world_reads": world["reads"],
             "writes_audited": len(audit), "epochs_written": sorted(writers),
-            "leader_sequence": [accepted[0]["replica"]] + [accepted[k]["replica"]
-                                                           for k in changes]
+            "leader_sequence": [name_of(accepted[k]["replica"]) for k in [0] + changes]
             if accepted else [],
             "faults": faults, "fenced_event": result["fenced_event"],
             "started_together": result["started_together"],

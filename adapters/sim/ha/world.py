@@ -10,9 +10,11 @@ did is counted here, not taken from their own claims:
   idempotency key (instance id, launch request id) - a repeated call returns the same
   instance and is recorded as a replay (as a cloud API's client token does);
 - **terminate / drain** act on a cloud instance; repeats are no-ops;
-- every mutating call carries the caller's fencing token; a call whose epoch is older
-  than the newest the world has seen is refused and recorded (a cloud API with a
-  precondition, e.g. a KubeRay patch with a resourceVersion, does the same);
+- every mutating call carries the caller's fencing token (epoch and holder id); a
+  call whose epoch is older than the newest the world has seen, or equal to it but
+  from another holder (an epoch granted twice, by a lease store that lost its data),
+  is refused and recorded (a cloud API with a precondition, e.g. a KubeRay patch
+  with a resourceVersion, does the same);
 - **claim(token)** raises the fence to the caller's epoch (a new leader's first call:
   from then on, calls of older epochs are refused, so the instance list it reads
   next holds everything an older leader will ever have done); **fence()** reads it
@@ -99,6 +101,7 @@ class World:
         self.cluster.add_node("head", HEAD_TYPE, self.resources[HEAD_TYPE], 0.0)
         self.tick = 0
         self.fence = 0                   # the newest epoch seen on a mutating call
+        self.fence_holder = ""           # and who called with it
         self.instances: dict[str, dict] = {}       # cloud id -> instance
         self.by_key: dict[tuple[str, str], str] = {}
         self.calls: list[dict] = []      # every mutating call, in arrival order
@@ -169,10 +172,10 @@ class World:
         entry = {"op": op, "epoch": int(epoch), "replica": replica, "tick": self.tick,
                  "t": time.monotonic(), **args}
         self.calls.append(entry)
-        if epoch < self.fence:
+        if epoch < self.fence or (epoch == self.fence and replica != self.fence_holder):
             entry["result"] = "stale"
             return {"ok": False, "why": "stale", "fence": self.fence}
-        self.fence = int(epoch)
+        self.fence, self.fence_holder = int(epoch), replica
         return None
 
     def launch(self, epoch: int, replica: str, instance_id: str, request_id: str,

@@ -1,0 +1,107 @@
+"""A Redis that restarts empty under the autoscaler replicas (a real redis-server, its
+files deleted; the world in process): no epoch is granted twice, the next leader
+rebuilds the instance records from the cloud's list and goes on, and the cloud ends
+exactly as in a run without the restart."""
+from __future__ import annotations
+
+import pytest
+
+from vecsched.adapters.leader import (FencedStorage, Keys, Lease, NotLeader, RedisLeaseBackend,
+                                      connect, holder_id)
+from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable
+from vecsched.adapters.sim.ha.replay_link import make
+from vecsched.adapters.sim.ha.replica_tick import Autoscaler, CloudRefused
+from vecsched.adapters.sim.ha.run import DemoConfig, final_records, reference_run
+from vecsched.adapters.sim.ha.world import SimConfig, World
+from vecsched.adapters.sim.ha.world_server import LocalWorld
+from tests.kits.ha_kit import redis_server  # noqa: F401 (fixture)
+
+SMALL = SimConfig(pods=120, ticks=30)
+
+
+def _strip(record: dict) -> dict:
+    return {i["cloud_id"]: (i["type"], i["created_tick"], i["times"])
+            for i in record["instances"]}
+
+
+class _Replicas:
+    """Replicas in this process on one world and one Redis."""
+
+    def __init__(self, server, world):
+        self.client = connect(port=server.port, timeout_s=1.0)
+        self.keys = Keys("restart")
+        self.world = world
+
+    def make(self, name, hook=None):
+        lease = Lease(RedisLeaseBackend(self.client, self.keys), holder_id(name), 0.5)
+        table = FencedInstanceTable(FencedStorage(self.client, self.keys, lease, audit=1000))
+        return lease, Autoscaler(name, lease, table, self.world, make("baseline"), hook)
+
+
+def _lead_to_end(lease: Lease, auto: Autoscaler) -> dict:
+    """Drive one replica as the leader to the end of the run: acquire, step, and on a
+    refusal remember the fence and step down (as the replica process does)."""
+    refusals = []
+    while True:
+        if not lease.leading():
+            assert lease.try_acquire()
+        lease.renew()
+        try:
+            if auto.step() == "end":
+                return {"refusals": refusals}
+        except CloudRefused as e:
+            refusals.append((e.epoch, e.fence))
+            auto.drop()
+            lease.observe(e.fence)
+            lease.lose("fenced")
+
+
+@pytest.mark.parametrize("newcomer", [False, True])
+def test_empty_redis_restart_records_rebuilt_nothing_lost(redis_server, newcomer):
+    """The leader records a tick that requests launches; Redis restarts empty before
+    its cloud calls; it makes them (its lease still valid) and advances. The next
+    leader is the passive replica that saw epoch 1 (granted 2 at once), or a newcomer
+    that saw nothing (granted 1 by the empty Redis, refused by the cloud's fence,
+    then granted 2): it rebuilds the records from the cloud and finishes the run."""
+    ref_world, ref_records = reference_run(redis_server, DemoConfig(sim=SMALL,
+                                                                    scheduler="baseline"))
+    world = LocalWorld(World(SMALL))
+    reps = _Replicas(redis_server, world)
+    at = {}
+
+    def restart_after_launch_record(point, tick, **info):
+        if point == "postwrite" and info["requested"] and tick >= 2 and not at:
+            at.update(tick=tick, requested=info["requested"])
+            redis_server.restart(empty=True)
+
+    lease_a, a = reps.make("A", restart_after_launch_record)
+    lease_b, b = reps.make("C" if newcomer else "B")
+    assert lease_a.try_acquire()
+    if not newcomer:
+        assert not lease_b.try_acquire() and lease_b.max_epoch_seen == 1
+    while not at:
+        lease_a.renew()
+        a.step()
+    zombie = lease_a.token()                      # A's lease is still valid here
+    assert not lease_a.renew()                    # the lease key is gone with Redis
+    with pytest.raises(NotLeader):
+        a.step()
+    result = _lead_to_end(lease_b, b)
+    assert lease_b.epoch == 2                     # never 1 again
+    assert result["refusals"] == ([(1, 1)] if newcomer else [])
+    assert b.counts["rebuilds"] == 1 and b.rebuilds[0]["tick"] == at["tick"] + 1
+    assert world.world.launch(zombie.epoch, zombie.holder, "i-zombie", "lr-zombie",
+                              world.world.types[1].name)["why"] == "stale"
+    rec = world.world.record()
+    assert _strip(rec) == _strip(ref_world)       # nothing lost, nothing twice
+    assert rec["units"]["placed_at"] == ref_world["units"]["placed_at"]
+    accepted = [c for c in rec["calls"] if c.get("result") not in ("stale",)]
+    epochs = [c["epoch"] for c in accepted]
+    assert epochs == sorted(epochs)
+    assert {c["replica"] for c in accepted if c["epoch"] == 1} == {lease_a.holder}
+    assert {c["replica"] for c in accepted if c["epoch"] == 2} == {lease_b.holder}
+    got = final_records(FencedInstanceTable(FencedStorage(reps.client, reps.keys)))
+    # Here the rebuilt histories are the recorded ones: every record the lost tick
+    # held had reached the cloud (none was still QUEUED), and its cloud times are
+    # the times the records were written with.
+    assert got == ref_records
