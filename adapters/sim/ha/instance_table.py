@@ -157,3 +157,12 @@ class FencedInstanceTable:
             loaded.meta = full
             loaded.drop = set()
         return status
+
+
+def final_records(table: FencedInstanceTable) -> dict:
+    """Every stored record as plain data (type, history, request and cloud ids): what
+    a run's records are compared by."""
+    loaded = table.load(lambda: 0, ReconcileConfig())
+    return {r.instance_id: {"type": r.instance_type, "history": list(map(list, r.status_history)),
+                            "request": r.launch_request_id, "cloud": r.cloud_instance_id}
+            for r in loaded.store}

@@ -8,7 +8,12 @@
 - the final instance records in Redis.
 
 Nothing here is taken from a replica's account of itself, except the fault times
-the harness itself took and the hold it imposed.
+the harness itself took and the hold it imposed, and the epochs the replicas report
+they were granted (`epoch_regressions` also counts the epochs the world or the store
+saw from two holders, which needs no replica's word).
+
+`stuck_s` (after a Redis restart): the longest stretch, from the moment Redis went
+down, in which the world did not advance a tick.
 """
 from __future__ import annotations
 
@@ -44,9 +49,43 @@ def _failover_s(fault: dict, accepted: list) -> float | None:
     """Fault -> the first call the world accepted from the next leader, less any hold
     the harness imposed on that leader."""
     for c in accepted:
-        if c["t"] > fault["at"] and name_of(c["replica"]) == fault["next"]:
+        if c["t"] > fault["at"] and name_of(c["replica"]) == fault["next"] \
+                and c["epoch"] >= fault.get("min_epoch", 0):
             return c["t"] - fault["at"] - fault["hold_s"]
     return None
+
+
+def epoch_regressions(result: dict, world: dict, audit: list[dict]) -> list[int]:
+    """Epochs granted at or below an epoch granted before (the replicas' leader
+    events in time order), and epochs the world's calls (refused ones too) or the
+    store's written entries carry from more than one holder."""
+    grants = sorted((e["t"], e["epoch"]) for evs in result["leader_events"].values()
+                    for e in evs)
+    bad, top = set(), 0
+    for _, epoch in grants:
+        if epoch <= top:
+            bad.add(epoch)
+        top = max(top, epoch)
+    holders: dict[int, set] = defaultdict(set)
+    for c in world["calls"]:
+        holders[c["epoch"]].add(c["replica"])
+    written: dict[int, set] = defaultdict(set)
+    for e in audit:
+        if e["result"] == "written":
+            written[e["epoch"]].add(e["holder"])
+    bad |= {e for hs in (holders, written) for e, h in hs.items() if len(h) > 1}
+    return sorted(bad)
+
+
+def stuck_s(fault: dict, world: dict) -> float | None:
+    """The longest time from `fault["down_at"]` on without an accepted advance."""
+    if "down_at" not in fault:
+        return None
+    ts = sorted(c["t"] for c in world["calls"]
+                if c["op"] == "advance" and c.get("result") == "done"
+                and c["t"] > fault["down_at"])
+    points = [fault["down_at"]] + ts
+    return max((b - a for a, b in zip(points, points[1:])), default=None)
 
 
 def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
@@ -99,12 +138,21 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
     bound = dc.ttl_s + dc.tick_real_s
     stale_calls = [c for c in world["calls"] if c.get("result") == "stale"]
     replays = sum(1 for c in world["calls"] if c.get("result") == "replayed")
+    scenario = result.get("scenario", "kill-pause")
+    regressions = epoch_regressions(result, world, audit)
+    stuck = [stuck_s(f, world) for f in faults if "down_at" in f]
+    events = [e for evs in result.get("replica_events", {}).values() for e in evs]
+    errors = Counter(e.get("kind") for e in events if e["ev"] == "error")
+    rebuilds = [e for e in events if e["ev"] == "rebuilt"]
 
     checks = {
         "one_leader_at_start": len(result["started_together"]["leaders"]) == 1
         and not result["started_together"]["both_led"],
         "failover_within_ttl_plus_tick": all(f is not None and f <= bound for f in failover),
-        "every_stale_write_rejected": len(stale) >= 1 and len(rejected) == len(stale),
+        "every_stale_write_rejected": len(rejected) == len(stale)
+        and (len(stale) >= 1 or scenario != "kill-pause"),
+        "no_epoch_regression": not regressions,
+        "never_stuck_on_a_world_mismatch": errors["WorldMismatch"] == 0,
         "one_writer_per_epoch": all(len(h) == 1 for h in writers.values()),
         "epochs_never_go_back": all(a <= b for a, b in zip(written, written[1:])),
         "cloud_called_only_by_the_leader": calls_by_leader,
@@ -113,7 +161,11 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
         "no_demand_lost": demand_lost == 0,
         "records_match_reference": records == ref_records,
     }
+    if scenario == "redis-restart":
+        checks["records_rebuilt_from_the_cloud"] = bool(rebuilds)
+        checks["progress_after_the_restart"] = all(x is not None for x in stuck)
     return {
+        "scenario": scenario,
         "lease_ttl_s": dc.ttl_s,
         "tick_real_s": dc.tick_real_s,
         "failovers": len(changes),
@@ -127,10 +179,15 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
         "launches_duplicated": len(duplicated) + len(orphaned),
         "demand_lost": demand_lost,
         "demand_delayed": demand_delayed,
+        "epoch_regressions": len(regressions),
+        "stuck_s": max(stuck) if stuck and None not in stuck else None,
         "checks": checks,
         "ok": all(checks.values()),
         "detail": {
             "recovery_s": recovery,   # the new leader saw its lease -> its first accepted call
+            "regressed_epochs": regressions, "replica_errors": dict(errors),
+            "rebuilds": rebuilds,
+            "redis_restarts_seen": [e for e in events if e["ev"] == "redis-restart"],
             "cloud_instances": len(ha), "reference_cloud_instances": len(ref),
             "launch_calls_replayed": replays,
             "lost": lost, "never_sent": never_sent, "duplicated": duplicated,
