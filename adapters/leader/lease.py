@@ -245,24 +245,19 @@ class Lease:
             self.max_epoch_seen = max(self.max_epoch_seen, g.epoch)
             if not g.acquired:
                 return False
-            if g.epoch <= floor:         # the backend went back: never act on it
-                self.stats.epoch_regressions += 1
-                regressed = True
-            else:
-                regressed = False
+            if g.epoch > floor:
                 self.stats.backend_resets += int(g.reset)
-        if regressed:
-            try:
-                self.backend.release(self.holder, g.epoch)
-            except BackendError:
-                pass
-            return False
-        with self._lock:
-            self.epoch = g.epoch
-            self.last_sent_ns = t0
-            self.valid_until_ns = t0 + self._ttl_ns - self._margin_ns
-            self.stats.acquisitions += 1
-            return True
+                self.epoch = g.epoch
+                self.last_sent_ns = t0
+                self.valid_until_ns = t0 + self._ttl_ns - self._margin_ns
+                self.stats.acquisitions += 1
+                return True
+            self.stats.epoch_regressions += 1    # the backend went back: never act on it
+        try:
+            self.backend.release(self.holder, g.epoch)
+        except BackendError:
+            pass
+        return False
 
     def renew(self) -> bool:
         """Extend the lease; False if it is lost (rejected) or the backend failed (the

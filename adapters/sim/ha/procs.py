@@ -21,10 +21,11 @@ class DemoError(RuntimeError):
 
 
 def _env(authkey: bytes) -> dict:
+    """The parent's environment and the world's authkey. Children import `vecsched`
+    as installed (no source folder is put on PYTHONPATH: the repository's
+    `adapters/` holds a `ray/` folder that would hide the real `ray`)."""
     env = dict(os.environ)
     env[AUTHKEY_ENV] = authkey.hex()
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
