@@ -159,3 +159,40 @@ def test_ha_demo_redis_restart(tmp_path):
     checks = dict(result["checks"])
     checks.pop("failover_within_ttl_plus_tick")   # timing: reported, not asserted here
     assert all(checks.values()), checks
+
+
+def test_redis_back_from_an_old_snapshot_records_rebuilt(redis_server):
+    """Redis comes back with the state of tick 3 (an old snapshot: the epoch key,
+    the records and #meta of then) while the world is at tick 8 and the leader is
+    gone. The next leader is granted above what it saw, finds the recorded tick
+    behind the world, rebuilds from the cloud, deletes the stale entries, and the run
+    ends as the failure-free one."""
+    ref_world, ref_records = reference_run(redis_server, DemoConfig(sim=SMALL,
+                                                                    scheduler="baseline"))
+    world = LocalWorld(World(SMALL))
+    reps = _Replicas(redis_server, world)
+    lease_a, a = reps.make("A")
+    lease_b, b = reps.make("B")
+    assert lease_a.try_acquire() and not lease_b.try_acquire()
+    snapshot = {}
+    while world.world.tick < 8:
+        lease_a.renew()
+        a.step()
+        if world.world.tick == 3 and not snapshot:
+            snapshot = {k: reps.client.dump(k) for k in reps.client.keys("vecsched:{restart}:*")
+                        if k != reps.keys.lease.encode()}
+    reps.client.flushall()                        # A is gone; Redis restores tick 3
+    for key, raw in snapshot.items():
+        reps.client.restore(key, 0, raw)
+    old = FencedInstanceTable(FencedStorage(reps.client, reps.keys)).load(
+        lambda: 0, a.rc)
+    assert old.meta["tick_done"] < 7 and len(old.store) < len(a.loaded.store)
+    _lead_to_end(lease_b, b)
+    assert lease_b.epoch == 2
+    assert b.rebuilds[0]["recorded_tick"] == old.meta["tick_done"]
+    assert b.rebuilds[0]["dropped"] == len(old.store)
+    rec = world.world.record()
+    assert _strip(rec) == _strip(ref_world)
+    assert rec["units"]["placed_at"] == ref_world["units"]["placed_at"]
+    got = final_records(FencedInstanceTable(FencedStorage(reps.client, reps.keys)))
+    assert got == ref_records
