@@ -21,14 +21,11 @@ import os
 import sys
 
 if __name__ == "__main__":
-    # Run by path: Python put this directory first on sys.path, where our `requests.py`
-    # and `scheduler.py` would shadow the real `requests` (which Ray imports) and friends.
+    # Run by path: Python put this directory first on sys.path, where our `ray/` package
+    # would shadow the real `ray`. vecsched itself is installed, so nothing is added.
     _here = os.path.dirname(os.path.abspath(__file__))
     if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _here:
         del sys.path[0]
-    _root = os.path.dirname(os.path.dirname(_here))     # where the `adapters` package lives
-    if _root not in sys.path:
-        sys.path.append(_root)
 
 import argparse
 import runpy

@@ -11,7 +11,9 @@ import ray
 from .checks import ENV_MODE, ENV_UNTESTED_RAY, InstallError, check_ray_version, resolve_mode
 
 HOOK = "vecsched.adapters.ray.install.ray_start_hook"
-MONITOR_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "monitor.py")
+# adapters/monitor.py, beside this package (it composes the Ray and KubeRay adapters)
+MONITOR_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                              "monitor.py")
 
 
 def _v2_enabled_in_env() -> bool:

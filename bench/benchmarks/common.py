@@ -45,14 +45,9 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
-
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:          # asv "existing" environments do not install us
-    sys.path.insert(0, str(_ROOT))
 
 from vecsched.engine.model.dtypes import Kind, Status  # noqa: E402  (codes equal Ray's protobuf enums)
 

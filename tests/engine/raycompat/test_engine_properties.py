@@ -11,6 +11,7 @@ from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, RequestS
 from vecsched.engine.model.validate import check_plan
 
 from tests.engine.baseline.test_baseline import random_case
+from tests.kits.paths import BENCH
 
 FIELDS = ("launch", "term_node", "term_cause", "term_value", "infeasible", "infeasible_why",
           "place_slot", "place_run", "place_count", "new_type", "cluster_resources")
