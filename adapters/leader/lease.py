@@ -10,7 +10,10 @@ anywhere durable (`max_epoch_seen`: its own grants, the holders it read, epochs 
 was fenced out by; and whatever `floor_source` reports, e.g. the cloud's own fence),
 and the backend grants above it: a backend that lost its data (a Redis restarted
 empty) cannot hand out an epoch again. A grant at or below the floor (a backend that
-ignored it) is refused here and counted (`LeaseStats.epoch_regressions`).
+ignored it) is refused here, handed back and counted (`LeaseStats.epoch_regressions`).
+A backend whose `try_acquire` takes no `floor` (written before it existed) is called
+without one; the refusal alone then keeps its epochs from going back: each refused
+grant is released, the next is one higher, until one is above the floor.
 
 Holder ids must be unique per process start (`holder_id`: the replica's name and a
 random UUID): a name-and-pid id repeats in containers (PID 1), and a second replica,
@@ -35,6 +38,7 @@ time; `LeaseKeeper` runs `poll()` on a thread for a long-lived replica.
 """
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 import uuid
@@ -179,6 +183,7 @@ class Lease:
         self.last_sent_ns = 0           # when the last successful acquire / renew left
         self.max_epoch_seen = 0         # highest epoch this replica has heard of
         self.floor_source = floor_source
+        self._pass_floor = _takes_floor(backend)
         self.stats = LeaseStats()
 
     # ---- reading -----------------------------------------------------------------------
@@ -236,7 +241,8 @@ class Lease:
         floor = self._floor()
         t0 = self.now_ns()
         try:
-            g = self.backend.try_acquire(self.holder, self.ttl_ms, floor=floor)
+            g = (self.backend.try_acquire(self.holder, self.ttl_ms, floor=floor)
+                 if self._pass_floor else self.backend.try_acquire(self.holder, self.ttl_ms))
         except BackendError:
             with self._lock:
                 self.stats.acquire_errors += 1
@@ -327,6 +333,15 @@ class Lease:
         self.epoch = 0
         self.valid_until_ns = 0
         self.stats.losses[reason] = self.stats.losses.get(reason, 0) + 1
+
+
+def _takes_floor(backend: LeaseBackend) -> bool:
+    """Whether the backend's `try_acquire` accepts a `floor` keyword."""
+    try:
+        params = inspect.signature(backend.try_acquire).parameters
+    except (TypeError, ValueError):
+        return False
+    return "floor" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
 
 class LeaseKeeper:

@@ -97,6 +97,24 @@ def test_a_grant_at_or_below_the_floor_is_refused(redis_server):
     assert inner.read().holder == ""                  # the bad grant was handed back
 
 
+class _NoFloor(_Forgetful):
+    """A backend written before the floor existed: `try_acquire` takes none."""
+
+    def try_acquire(self, holder, ttl_ms):
+        return self.inner.try_acquire(holder, ttl_ms)
+
+
+def test_a_backend_without_a_floor_climbs_above_it_without_acting_below(redis_server):
+    inner = RedisLeaseBackend(connect(port=redis_server.port, timeout_s=1.0), Keys("c"))
+    lease = Lease(_NoFloor(inner), holder_id("A"), 30.0)
+    lease.observe(3)
+    granted = []
+    while not lease.try_acquire():
+        granted.append(inner.read().epoch)
+    assert lease.epoch == 4 and lease.stats.epoch_regressions == 3
+    assert granted == [1, 2, 3]                      # each refused grant handed back
+
+
 def test_zombie_write_after_an_empty_restart_is_refused(redis_server):
     """The leader (epoch 3) checks its lease and pauses; Redis comes back empty; the
     other replica, which saw epoch 3 while passive, is granted 4; the zombie's write
