@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from vecsched.adapters.leader import VolatileRedis
     from vecsched.adapters.sim.redis_server import RedisUnavailable
 
     from vecsched.adapters.sim.ha.run import DemoConfig, run_demo
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                         scenario=args.scenario,
                         allow_volatile_redis=args.allow_volatile_redis)
         result = run_demo(args.out, dc, log=console.print)
-    except (ValueError, RedisUnavailable, DemoError, FileNotFoundError) as e:
+    except (ValueError, RedisUnavailable, VolatileRedis, DemoError, FileNotFoundError) as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
     t = Table(title=f"HA demo: lease ttl {dc.ttl_s:g} s, tick {dc.tick_real_s:g} s")

@@ -151,7 +151,8 @@ def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
         epoch = lease.epoch
         if epoch != was_leader:
             was_leader, first_write = epoch, None
-            emit("leader", epoch=epoch)
+            # backend_resets: grants made while Redis had lost its epoch record
+            emit("leader", epoch=epoch, backend_resets=lease.stats.backend_resets)
         now = time.monotonic()
         if now < next_tick:
             time.sleep(min(next_tick - now, cfg.poll_s))
@@ -222,6 +223,9 @@ def main(argv=None) -> int:
     except VolatileRedis as e:
         emit("error", kind="VolatileRedis", setting=e.setting, message=str(e))
         code = 2
+    except BackendError as e:            # Redis unreachable at start-up
+        emit("error", kind="BackendError", message=str(e))
+        code = 3
     emit("exit", code=code)
     return code
 
