@@ -28,9 +28,8 @@ A leader's tick at world tick w (`Autoscaler.step`):
 
 Cloud calls carry the token's epoch and holder id (the world refuses an epoch it has
 seen from another holder). Every write and every cloud call is preceded by
-`lease.token()`, which raises
-`NotLeader` once the lease is not valid by this replica's clock: a passive replica
-never writes and never calls the cloud. `hook(point, tick, **info)` is called right
+`lease.token()`, which raises `NotLeader` once the lease is not valid by this
+replica's clock: a passive replica never writes and never calls the cloud. `hook(point, tick, **info)` is called right
 before and after the record write (`prewrite`, `postwrite`): the demo and the tests
 use it to pause or kill a replica at exactly that point.
 """
