@@ -17,6 +17,8 @@ from vecsched.adapters.sim.ha.world_server import LocalWorld
 from tests.kits.ha_kit import redis_server  # noqa: F401 (fixture)
 
 SMALL = SimConfig(pods=120, ticks=30)
+# Long enough for scale-downs: drains at ticks 50, 52, 57, terminations at 52, 54, 59.
+LONG = SimConfig(pods=120, ticks=80)
 
 
 def _strip(record: dict) -> dict:
@@ -56,22 +58,25 @@ def _lead_to_end(lease: Lease, auto: Autoscaler) -> dict:
             lease.lose("fenced")
 
 
-@pytest.mark.parametrize("newcomer", [False, True])
-def test_empty_redis_restart_records_rebuilt_nothing_lost(redis_server, newcomer):
-    """The leader records a tick that requests launches; Redis restarts empty before
-    its cloud calls; it makes them (its lease still valid) and advances. The next
-    leader is the passive replica that saw epoch 1 (granted 2 at once), or a newcomer
-    that saw nothing (granted 1 by the empty Redis, refused by the cloud's fence,
-    then granted 2): it rebuilds the records from the cloud and finishes the run."""
-    ref_world, ref_records = reference_run(redis_server, DemoConfig(sim=SMALL,
+@pytest.mark.parametrize("newcomer,late", [(False, False), (True, False), (False, True)])
+def test_empty_redis_restart_records_rebuilt_nothing_lost(redis_server, newcomer, late):
+    """The leader records a tick that requests launches (or, `late`, tick 53, with
+    nodes draining, stopped and terminating); Redis restarts empty before its cloud
+    calls; it makes them (its lease still valid) and advances. The next leader is the
+    passive replica that saw epoch 1 (granted 2 at once), or a newcomer that saw
+    nothing (granted 1 by the empty Redis, refused by the cloud's fence, then
+    granted 2): it rebuilds the records from the cloud and finishes the run."""
+    sim = LONG if late else SMALL
+    ref_world, ref_records = reference_run(redis_server, DemoConfig(sim=sim,
                                                                     scheduler="baseline"))
-    world = LocalWorld(World(SMALL))
+    world = LocalWorld(World(sim))
     reps = _Replicas(redis_server, world)
     at = {}
 
     def restart_after_launch_record(point, tick, **info):
-        if point == "postwrite" and info["requested"] and tick >= 2 and not at:
-            at.update(tick=tick, requested=info["requested"])
+        due = tick == 53 if late else info["requested"] and tick >= 2
+        if point == "postwrite" and due and not at:
+            at.update(tick=tick, states={i["state"] for i in world.world.instances.values()})
             redis_server.restart(empty=True)
 
     lease_a, a = reps.make("A", restart_after_launch_record)
@@ -90,6 +95,8 @@ def test_empty_redis_restart_records_rebuilt_nothing_lost(redis_server, newcomer
     assert lease_b.epoch == 2                     # never 1 again
     assert result["refusals"] == ([(1, 1)] if newcomer else [])
     assert b.counts["rebuilds"] == 1 and b.rebuilds[0]["tick"] == at["tick"] + 1
+    if late:
+        assert {"stopping", "terminating"} <= at["states"]
     assert world.world.launch(zombie.epoch, zombie.holder, "i-zombie", "lr-zombie",
                               world.world.types[1].name)["why"] == "stale"
     rec = world.world.record()
@@ -196,3 +203,8 @@ def test_redis_back_from_an_old_snapshot_records_rebuilt(redis_server):
     assert rec["units"]["placed_at"] == ref_world["units"]["placed_at"]
     got = final_records(FencedInstanceTable(FencedStorage(reps.client, reps.keys)))
     assert got == ref_records
+
+
+def test_an_unknown_scenario_is_refused_by_name():
+    with pytest.raises(ValueError, match="scenario"):
+        DemoConfig(scenario="redis-resart")
