@@ -26,6 +26,14 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the simulated cloud")
     p.add_argument("--scheduler", default="engine", choices=("engine", "baseline"),
                    help="the replicas' scheduler (engine)")
+    p.add_argument("--scenario", default="kill-pause", choices=("kill-pause", "redis-restart"),
+                   help="kill-pause (default): SIGKILL a leader mid-scale-up, SIGSTOP the "
+                        "next past its lease; redis-restart: restart Redis with its files "
+                        "deleted while the leader is mid-scale-up")
+    p.add_argument("--allow-volatile-redis", action="store_true",
+                   help="run the demo's Redis without persistence and let the replicas "
+                        "accept it (they refuse a Redis with neither appendonly nor save "
+                        "otherwise)")
     p.set_defaults(fn=run)
 
 
@@ -33,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from vecsched.adapters.leader import VolatileRedis
     from vecsched.adapters.sim.redis_server import RedisUnavailable
 
     from vecsched.adapters.sim.ha.run import DemoConfig, run_demo
@@ -47,9 +56,11 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--tick ({args.tick}) must be shorter than --ttl ({args.ttl})")
         dc = DemoConfig(sim=SimConfig(trace=args.trace, pods=args.pods, ticks=args.ticks,
                                       seed=args.seed),
-                        ttl_s=args.ttl, tick_real_s=args.tick, scheduler=args.scheduler)
+                        ttl_s=args.ttl, tick_real_s=args.tick, scheduler=args.scheduler,
+                        scenario=args.scenario,
+                        allow_volatile_redis=args.allow_volatile_redis)
         result = run_demo(args.out, dc, log=console.print)
-    except (ValueError, RedisUnavailable, DemoError, FileNotFoundError) as e:
+    except (ValueError, RedisUnavailable, VolatileRedis, DemoError, FileNotFoundError) as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
     t = Table(title=f"HA demo: lease ttl {dc.ttl_s:g} s, tick {dc.tick_real_s:g} s")
@@ -65,9 +76,15 @@ def run(args: argparse.Namespace) -> int:
             ("launches lost / duplicated",
              f"{result['launches_lost']} / {result['launches_duplicated']}"),
             ("demand lost / delayed", f"{result['demand_lost']} / {result['demand_delayed']}"),
-            ("cloud instances (reference run)",
-             f"{result['detail']['cloud_instances']} "
-             f"({result['detail']['reference_cloud_instances']})")]
+            ("epoch regressions", result["epoch_regressions"])]
+    if result["stuck_s"] is not None:
+        rows += [("stuck after the Redis restart", f"{result['stuck_s']:.2f} s"),
+                 ("records rebuilt from the cloud",
+                  ", ".join(f"{r['records']} at tick {r['tick']}"
+                            for r in result["detail"]["rebuilds"]) or "never")]
+    rows += [("cloud instances (reference run)",
+              f"{result['detail']['cloud_instances']} "
+              f"({result['detail']['reference_cloud_instances']})")]
     for k, v in rows:
         t.add_row(k, str(v))
     console.print(t)

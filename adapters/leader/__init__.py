@@ -4,17 +4,20 @@ fenced by it in Redis, and the passive-replica gate (`Lease.token()`).
     lease.py          Lease, LeaseBackend (the interface a Kubernetes Lease would
                       implement), LeaseKeeper, stats
     redis_backend.py  the lease as a Redis key with expiry, changed by Lua
+    redis_health.py   refusing a Redis that persists nothing; noticing its restart
     fenced.py         Ray's Storage interface on Redis, every write fenced (Lua)
     ray_storage.py    Ray's own InstanceStorage on the fenced storage
 """
 from .fenced import FencedOut, FencedStorage, StorageUnavailable, StoreStatus, VersionedValue
 from .lease import (BackendError, Grant, Lease, LeaseBackend, LeaseKeeper, LeaseStats,
-                    NotLeader, Token)
+                    NotLeader, Token, holder_id)
 from .redis_backend import Keys, RedisLeaseBackend, connect
+from .redis_health import RunIdWatch, VolatileRedis, require_persistence
 
 __all__ = [
     "BackendError", "FencedOut", "FencedStorage",
     "Grant", "Keys", "Lease", "LeaseBackend", "LeaseKeeper", "LeaseStats",
-    "NotLeader", "RedisLeaseBackend",
-    "StorageUnavailable", "StoreStatus", "Token", "VersionedValue", "connect",
+    "NotLeader", "RedisLeaseBackend", "RunIdWatch",
+    "StorageUnavailable", "StoreStatus", "Token", "VersionedValue", "VolatileRedis",
+    "connect", "holder_id", "require_persistence",
 ]

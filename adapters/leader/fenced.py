@@ -17,6 +17,10 @@ Every write goes through one Lua script, atomic in Redis, which checks in this o
    out on Redis's clock, even if nobody took over yet);
 3. the expected storage / entry versions, as Ray does -> `StoreStatus(False, v)`.
 
+A successful write also raises the **stamp** (`Keys.stamp`), the highest epoch any
+write carried: a lease acquisition grants above it, so the epochs the stored data
+was written under are never granted again even if the epoch key alone was lost.
+
 A rejection by 1 or 2 raises `FencedOut`: the writer must step down, never retry.
 A write whose token is not given takes it from the bound lease's `token()`, which
 raises `NotLeader` when the lease is not valid by the replica's own clock, so nothing
@@ -42,7 +46,8 @@ StoreStatus = namedtuple("StoreStatus", ["success", "version"])
 VersionedValue = namedtuple("VersionedValue", ["value", "version"])
 
 # KEYS: 1 fence (epoch), 2 lease, 3 storage version, 4 table values, 5 table entry
-# versions, 6 audit list.  ARGV: 1 epoch, 2 holder, 3 live-lease check '1'/'0',
+# versions, 6 audit list, 7 stamp (the highest epoch written).
+# ARGV: 1 epoch, 2 holder, 3 live-lease check '1'/'0',
 # 4 expected storage version ('' = any), 5 audit cap (0 = off), 6 mode 'batch'/'one',
 # then batch: n_mut, key, value, ..., n_del, key, ...
 #      one:   key, value, expected entry version ('' = any), insert_only '1'/'0'
@@ -88,6 +93,7 @@ else
     redis.call('HDEL', KEYS[5], ARGV[d + i])
   end
 end
+if epoch > tonumber(redis.call('GET', KEYS[7]) or '0') then redis.call('SET', KEYS[7], epoch) end
 audit(1, version)
 return {1, version, fence}
 """
@@ -154,7 +160,7 @@ class FencedStorage:
     def _run(self, table: str, token: Token, expected: int | None, tail: list) -> StoreStatus:
         k = self.keys
         keys = [k.epoch, k.lease, k.key("version"), self._values(table),
-                self._versions(table), k.key("audit")]
+                self._versions(table), k.key("audit"), k.stamp]
         args = [token.epoch, token.holder, "1" if self.live_lease else "0",
                 "" if expected is None else int(expected), self.audit_cap] + tail
         try:

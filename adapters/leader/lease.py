@@ -5,6 +5,19 @@ Kubernetes `coordination.k8s.io/v1` Lease would implement the same four calls, i
 `leaseTransitions` being the epoch and its `resourceVersion` the compare-and-swap).
 Every successful acquisition grants an **epoch** strictly greater than every epoch
 granted before: the fencing token each write of the holder carries (`fenced.py`).
+The acquirer passes a **floor** with each attempt, the highest epoch it knows of from
+anywhere durable (`max_epoch_seen`: its own grants, the holders it read, epochs it
+was fenced out by; and whatever `floor_source` reports, e.g. the cloud's own fence),
+and the backend grants above it: a backend that lost its data (a Redis restarted
+empty) cannot hand out an epoch again. A grant at or below the floor (a backend that
+ignored it) is refused here, handed back and counted (`LeaseStats.epoch_regressions`).
+A backend whose `try_acquire` takes no `floor` (written before it existed) is called
+without one; the refusal alone then keeps its epochs from going back: each refused
+grant is released, the next is one higher, until one is above the floor.
+
+Holder ids must be unique per process start (`holder_id`: the replica's name and a
+random UUID): a name-and-pid id repeats in containers (PID 1), and a second replica,
+or a zombie of the first, with the same id would be taken for the holder.
 
 `Lease` is one replica's view of it. The holder acts only while its lease is valid by
 its own clock, and it counts validity pessimistically:
@@ -25,8 +38,10 @@ time; `LeaseKeeper` runs `poll()` on a thread for a long-lived replica.
 """
 from __future__ import annotations
 
+import inspect
 import threading
 import time
+import uuid
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
@@ -42,6 +57,16 @@ class Grant:
     epoch: int            # the epoch just granted, or the current holder's (0: never granted)
     holder: str           # who holds the lease now ('' if nobody)
     ttl_ms: int           # time left on the backend's clock (-1: unknown / no lease)
+    reset: bool = False   # granted while the backend had lost its epoch record
+
+
+def holder_id(name: str, unique: Callable[[], str] = lambda: uuid.uuid4().hex) -> str:
+    """A holder id unique to this process start: `name-<uuid4 hex>` (`unique` is
+    injectable for deterministic tests). The name may not contain spaces."""
+    if not name or any(c.isspace() for c in name):
+        raise ValueError(f"name: a non-empty replica name without spaces is required, "
+                         f"got {name!r}")
+    return f"{name}-{unique()}"
 
 
 @dataclass(frozen=True)
@@ -65,9 +90,10 @@ class LeaseBackend(ABC):
     that cannot complete within the backend's timeout raises `BackendError`."""
 
     @abstractmethod
-    def try_acquire(self, holder: str, ttl_ms: int) -> Grant:
+    def try_acquire(self, holder: str, ttl_ms: int, floor: int = 0) -> Grant:
         """Take the lease if nobody else holds it (free, expired, or ours), granting a
-        fresh epoch greater than every epoch granted before."""
+        fresh epoch greater than every epoch granted before and greater than `floor`
+        (the highest epoch the acquirer knows of)."""
 
     @abstractmethod
     def renew(self, holder: str, epoch: int, ttl_ms: int) -> bool:
@@ -93,11 +119,13 @@ class LeaseStats:
         self.renewals = 0                # successful renewals
         self.renew_failures = 0          # backend errors (timeout, refused) on renew
         self.renew_rejected = 0          # the backend said the lease is no longer ours
+        self.epoch_regressions = 0       # grants at or below the floor, refused here
+        self.backend_resets = 0          # grants where the backend had lost its epoch
         self.losses: dict[str, int] = {}  # step-downs by reason
         self.latency_ms: deque[float] = deque(maxlen=window)   # renew round trips
         self.max_latency_ms = 0.0
 
-    def as_dict(self, leading: bool, epoch: int) -> dict:
+    def as_dict(self, leading: bool, epoch: int, max_epoch_seen: int = 0) -> dict:
         lat = sorted(self.latency_ms)
 
         def q(p: float) -> float | None:
@@ -108,6 +136,8 @@ class LeaseStats:
             "acquire_attempts": self.acquire_attempts, "acquire_errors": self.acquire_errors,
             "renewals": self.renewals, "renew_failures": self.renew_failures,
             "renew_rejected": self.renew_rejected, "losses": dict(self.losses),
+            "max_epoch_seen": max_epoch_seen, "epoch_regressions": self.epoch_regressions,
+            "backend_resets": self.backend_resets,
             "renew_latency_ms": {"p50": q(0.5), "p99": q(0.99), "max": self.max_latency_ms,
                                  "samples": len(lat)},
         }
@@ -118,12 +148,16 @@ class Lease:
 
     ttl_s: lease duration granted by the backend; margin_s (default 10 % of ttl):
     how much earlier than the backend this replica considers the lease over;
-    renew_every_s (default ttl / 4): how often `poll()` renews while leading.
+    renew_every_s (default ttl / 4): how often `poll()` renews while leading;
+    floor_source: a callable returning the highest epoch known outside the backend
+    (e.g. the cloud's fence), asked before each acquisition; if it fails (raises
+    any exception) the attempt goes on with `max_epoch_seen` alone.
     """
 
     def __init__(self, backend: LeaseBackend, holder: str, ttl_s: float, *,
                  margin_s: float | None = None, renew_every_s: float | None = None,
-                 clock: Callable[[], int] = time.monotonic_ns):
+                 clock: Callable[[], int] = time.monotonic_ns,
+                 floor_source: Callable[[], int] | None = None):
         if not holder or any(c.isspace() for c in holder):
             raise ValueError(f"holder: a non-empty replica identity without spaces is "
                              f"required, got {holder!r}")
@@ -148,6 +182,8 @@ class Lease:
         self.valid_until_ns = 0
         self.last_sent_ns = 0           # when the last successful acquire / renew left
         self.max_epoch_seen = 0         # highest epoch this replica has heard of
+        self.floor_source = floor_source
+        self._pass_floor = _takes_floor(backend)
         self.stats = LeaseStats()
 
     # ---- reading -----------------------------------------------------------------------
@@ -174,7 +210,24 @@ class Lease:
 
     def snapshot(self) -> dict:
         with self._lock:
-            return self.stats.as_dict(self.leading(), self.epoch)
+            return self.stats.as_dict(self.leading(), self.epoch, self.max_epoch_seen)
+
+    def observe(self, epoch: int) -> None:
+        """Remember an epoch heard of elsewhere (a fence that refused a call, a cloud's
+        record): the next acquisition grants above it."""
+        with self._lock:
+            self.max_epoch_seen = max(self.max_epoch_seen, int(epoch))
+
+    def _floor(self) -> int:
+        outside = 0
+        if self.floor_source is not None:
+            try:
+                outside = int(self.floor_source())
+            except Exception:           # an unreachable source: go on with what we saw
+                outside = 0
+        with self._lock:
+            self.max_epoch_seen = max(self.max_epoch_seen, outside)
+            return self.max_epoch_seen
 
     # ---- changing ----------------------------------------------------------------------
     # The backend is called without the lock held, so `token()` never waits on a slow
@@ -185,9 +238,11 @@ class Lease:
             if self.epoch > 0 and self.now_ns() < self.valid_until_ns:
                 return True
             self.stats.acquire_attempts += 1
+        floor = self._floor()
         t0 = self.now_ns()
         try:
-            g = self.backend.try_acquire(self.holder, self.ttl_ms)
+            g = (self.backend.try_acquire(self.holder, self.ttl_ms, floor=floor)
+                 if self._pass_floor else self.backend.try_acquire(self.holder, self.ttl_ms))
         except BackendError:
             with self._lock:
                 self.stats.acquire_errors += 1
@@ -196,11 +251,19 @@ class Lease:
             self.max_epoch_seen = max(self.max_epoch_seen, g.epoch)
             if not g.acquired:
                 return False
-            self.epoch = g.epoch
-            self.last_sent_ns = t0
-            self.valid_until_ns = t0 + self._ttl_ns - self._margin_ns
-            self.stats.acquisitions += 1
-            return True
+            if g.epoch > floor:
+                self.stats.backend_resets += int(g.reset)
+                self.epoch = g.epoch
+                self.last_sent_ns = t0
+                self.valid_until_ns = t0 + self._ttl_ns - self._margin_ns
+                self.stats.acquisitions += 1
+                return True
+            self.stats.epoch_regressions += 1    # the backend went back: never act on it
+        try:
+            self.backend.release(self.holder, g.epoch)
+        except BackendError:
+            pass
+        return False
 
     def renew(self) -> bool:
         """Extend the lease; False if it is lost (rejected) or the backend failed (the
@@ -270,6 +333,15 @@ class Lease:
         self.epoch = 0
         self.valid_until_ns = 0
         self.stats.losses[reason] = self.stats.losses.get(reason, 0) + 1
+
+
+def _takes_floor(backend: LeaseBackend) -> bool:
+    """Whether the backend's `try_acquire` accepts a `floor` keyword."""
+    try:
+        params = inspect.signature(backend.try_acquire).parameters
+    except (TypeError, ValueError):
+        return False
+    return "floor" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
 
 class LeaseKeeper:

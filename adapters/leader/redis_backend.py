@@ -6,10 +6,20 @@ script may touch them all):
     vecsched:{<cluster>}:lease    "<epoch>:<holder>", expiring after the lease ttl
     vecsched:{<cluster>}:epoch    the highest epoch ever granted: the fence every
                                   fenced write is checked against (fenced.py)
+    vecsched:{<cluster>}:stamp    the highest epoch any fenced write carried
 
 The epoch key never expires, so it survives the lease; with the append-only file on
 (`redis_server.RedisServer` turns it on, fsync on every write) it survives a Redis
-restart too, and an epoch is never granted twice.
+restart too. A Redis that lost its data (no append-only file, a lost disk, a
+snapshot from before the last grant) forgets it, so an acquisition also takes a
+**floor** from the acquirer: the highest epoch it knows of from anywhere (its own
+past grants and reads, the cloud's fence). The epoch granted is one above the
+highest of the epoch key, the stamp and the floor, and an epoch is never granted
+twice as long as some acquirer or the cloud remembers it. A grant made while the
+epoch key was missing although the floor was not 0 says so (`Grant.reset`).
+
+`RedisLeaseBackend` refuses a Redis that persists nothing (`redis_health`) unless
+built with `allow_volatile=True`.
 
 `connect()` makes a client that fails fast: one attempt per command (no retry, whose
 backoff would outlast a lease) and a socket timeout well under the lease ttl.
@@ -23,20 +33,28 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from .lease import BackendError, Grant, LeaseBackend
+from .redis_health import require_persistence
 
-# The lease is free, expired, or already ours: grant a fresh epoch.
+# The lease is free, expired, or already ours: grant a fresh epoch above the epoch
+# key, the write stamp and the acquirer's floor (ARGV[3]).
 _ACQUIRE = """
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local sep = string.find(cur, ':', 1, true)
   local holder = string.sub(cur, sep + 1)
   if holder ~= ARGV[1] then
-    return {0, tonumber(string.sub(cur, 1, sep - 1)), holder, redis.call('PTTL', KEYS[1])}
+    return {0, tonumber(string.sub(cur, 1, sep - 1)), holder, redis.call('PTTL', KEYS[1]), 0}
   end
 end
-local epoch = redis.call('INCR', KEYS[2])
+local known = redis.call('GET', KEYS[2])
+local floor = tonumber(ARGV[3])
+local top = math.max(tonumber(known or '0'), tonumber(redis.call('GET', KEYS[3]) or '0'), floor)
+local epoch = top + 1
+redis.call('SET', KEYS[2], epoch)
 redis.call('SET', KEYS[1], epoch .. ':' .. ARGV[1], 'PX', ARGV[2])
-return {1, epoch, ARGV[1], tonumber(ARGV[2])}
+local reset = 0
+if not known and floor > 0 then reset = 1 end
+return {1, epoch, ARGV[1], tonumber(ARGV[2]), reset}
 """
 
 # Extend iff the lease is still exactly (epoch, holder).
@@ -58,7 +76,8 @@ return 0
 
 _READ = """
 local cur = redis.call('GET', KEYS[1])
-local top = tonumber(redis.call('GET', KEYS[2]) or '0')
+local top = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'),
+                    tonumber(redis.call('GET', KEYS[3]) or '0'))
 if not cur then return {0, top, '', -1} end
 local sep = string.find(cur, ':', 1, true)
 return {0, tonumber(string.sub(cur, 1, sep - 1)), string.sub(cur, sep + 1),
@@ -89,6 +108,10 @@ class Keys:
     def epoch(self) -> str:
         return self.key("epoch")
 
+    @property
+    def stamp(self) -> str:
+        return self.key("stamp")
+
 
 def connect(host: str = "127.0.0.1", port: int = 6379, *, timeout_s: float = 0.25,
             **kwargs) -> redis.Redis:
@@ -107,11 +130,15 @@ def _str(x) -> str:
 
 
 class RedisLeaseBackend(LeaseBackend):
-    """`LeaseBackend` over a Redis server (see the module docstring)."""
+    """`LeaseBackend` over a Redis server (see the module docstring). Unless
+    `allow_volatile`, the constructor asks the server for its persistence settings
+    and raises `redis_health.VolatileRedis` if it keeps nothing on disk (and
+    `BackendError` if it does not answer)."""
 
-    def __init__(self, client: redis.Redis, keys: Keys | str):
+    def __init__(self, client: redis.Redis, keys: Keys | str, *, allow_volatile: bool = False):
         self.client = client
         self.keys = keys if isinstance(keys, Keys) else Keys(keys)
+        self.persistence = None if allow_volatile else require_persistence(client)
         self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
@@ -123,10 +150,11 @@ class RedisLeaseBackend(LeaseBackend):
         except UNREACHABLE as e:
             raise BackendError(f"redis: {type(e).__name__}: {e}") from e
 
-    def try_acquire(self, holder: str, ttl_ms: int) -> Grant:
-        ok, epoch, who, ttl = self._call(self._acquire, [self.keys.lease, self.keys.epoch],
-                                         [holder, int(ttl_ms)])
-        return Grant(bool(ok), _int(epoch), _str(who), _int(ttl))
+    def try_acquire(self, holder: str, ttl_ms: int, floor: int = 0) -> Grant:
+        k = self.keys
+        ok, epoch, who, ttl, reset = self._call(self._acquire, [k.lease, k.epoch, k.stamp],
+                                                [holder, int(ttl_ms), max(0, int(floor))])
+        return Grant(bool(ok), _int(epoch), _str(who), _int(ttl), bool(reset))
 
     def renew(self, holder: str, epoch: int, ttl_ms: int) -> bool:
         return bool(self._call(self._renew, [self.keys.lease], [f"{epoch}:{holder}",
@@ -136,5 +164,6 @@ class RedisLeaseBackend(LeaseBackend):
         return bool(self._call(self._release, [self.keys.lease], [f"{epoch}:{holder}"]))
 
     def read(self) -> Grant:
-        _, epoch, who, ttl = self._call(self._read, [self.keys.lease, self.keys.epoch], [])
+        k = self.keys
+        _, epoch, who, ttl = self._call(self._read, [k.lease, k.epoch, k.stamp], [])
         return Grant(False, _int(epoch), _str(who), _int(ttl))

@@ -4,7 +4,11 @@ The server listens on 127.0.0.1 only, on a free port, keeps its files in its own
 directory, and runs with the append-only file fsynced on every write
 (`appendfsync always`): a write Redis acknowledged survives a crash of the server
 (SIGKILL) and a restart on the same directory. `restart()` brings it back on the same
-port and directory. Debian / Ubuntu: `apt-get install -y redis-server`.
+port and directory; `restart(empty=True)` first deletes its files, as a Redis whose
+disk was lost (a pod without a persistent volume) comes back. `persistent=False`
+starts a server that keeps nothing on disk (no append-only file, no snapshots), the
+kind a replica refuses unless told otherwise. Debian / Ubuntu:
+`apt-get install -y redis-server`.
 """
 from __future__ import annotations
 
@@ -42,7 +46,8 @@ class RedisServer:
     """One redis-server process (see the module docstring). Use as a context manager."""
 
     def __init__(self, directory: str | Path, port: int | None = None,
-                 start_timeout_s: float = 10.0):
+                 start_timeout_s: float = 10.0, persistent: bool = True):
+        self.persistent = bool(persistent)
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = port
@@ -55,8 +60,10 @@ class RedisServer:
         return "127.0.0.1"
 
     def _spawn(self, port: int) -> subprocess.Popen:
+        aof = ["--appendonly", "yes", "--appendfsync", "always"] if self.persistent \
+            else ["--appendonly", "no"]
         args = [self.binary, "--port", str(port), "--bind", "127.0.0.1",
-                "--dir", str(self.dir), "--appendonly", "yes", "--appendfsync", "always",
+                "--dir", str(self.dir), *aof,
                 "--save", "", "--daemonize", "no", "--protected-mode", "yes",
                 "--logfile", str(self.dir / "redis.log")]
         return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -115,9 +122,18 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def restart(self) -> RedisServer:
-        """Start again on the same port and directory (after kill() or stop())."""
+    def restart(self, empty: bool = False) -> RedisServer:
+        """Start again on the same port and directory (after kill() or stop()); with
+        `empty`, kill it first if running and delete its data files, so it comes
+        back with nothing."""
+        if empty:
+            self.kill()
         self._reap()
+        if empty:
+            for path in self.dir.iterdir():
+                if path.name == "redis.log":
+                    continue
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
         return self.start()
 
     def client(self, **kwargs) -> redis.Redis:

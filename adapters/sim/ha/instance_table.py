@@ -100,6 +100,7 @@ class Loaded:
     requests: Counter                 # the store's launch request id factory
     meta: dict = field(default_factory=dict)
     seq: dict = field(default_factory=dict)   # instance id -> creation sequence number
+    drop: set = field(default_factory=set)    # stored ids the next commit deletes
 
 
 class FencedInstanceTable:
@@ -122,6 +123,14 @@ class FencedInstanceTable:
         return Loaded(store, version, ids, requests, meta,
                       {d["id"]: d["seq"] for d in decoded})
 
+    def replace(self, loaded: Loaded, store: InstanceStore) -> None:
+        """Put `store` (rebuilt elsewhere, with `loaded`'s id counters) in place of the
+        loaded records: the next commit writes every record of it and deletes the
+        stored entries it does not have."""
+        loaded.drop = set(loaded.seq) | loaded.drop
+        loaded.seq = {}
+        loaded.store = store
+
     def commit(self, loaded: Loaded, changed: Iterable[str], meta: dict,
                token: Token | None = None) -> StoreStatus:
         """Write the changed records and `meta` in one fenced batch, expecting the
@@ -140,9 +149,20 @@ class FencedInstanceTable:
                 mutation[iid] = encode(rec, loaded.seq[iid])
         full = dict(meta, next_instance=loaded.ids.next_n, next_request=loaded.requests.next_n)
         mutation[META] = json.dumps(full, sort_keys=True).encode()
-        status = self.storage.batch_update(self.table, mutation, [], loaded.version,
+        deletion = sorted(loaded.drop - set(mutation))
+        status = self.storage.batch_update(self.table, mutation, deletion, loaded.version,
                                            token=token)
         if status.success:
             loaded.version = status.version
             loaded.meta = full
+            loaded.drop = set()
         return status
+
+
+def final_records(table: FencedInstanceTable) -> dict:
+    """Every stored record as plain data (type, history, request and cloud ids): what
+    a run's records are compared by."""
+    loaded = table.load(lambda: 0, ReconcileConfig())
+    return {r.instance_id: {"type": r.instance_type, "history": list(map(list, r.status_history)),
+                            "request": r.launch_request_id, "cloud": r.cloud_instance_id}
+            for r in loaded.store}

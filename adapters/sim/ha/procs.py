@@ -1,5 +1,6 @@
 """Child processes of an HA run: the world server and the autoscaler replicas, each
-with its stdout read as JSON-line events on a thread."""
+with its stdout read as JSON-line events on a thread; starting a replica, finding the
+world's address, waiting for the first leader."""
 from __future__ import annotations
 
 import json
@@ -20,6 +21,9 @@ class DemoError(RuntimeError):
 
 
 def _env(authkey: bytes) -> dict:
+    """The parent's environment and the world's authkey. Children import `vecsched`
+    as installed (no source folder is put on PYTHONPATH: the repository's
+    `adapters/` holds a `ray/` folder that would hide the real `ray`)."""
     env = dict(os.environ)
     env[AUTHKEY_ENV] = authkey.hex()
     return env
@@ -138,3 +142,39 @@ class Child:
     def close(self) -> None:
         self.kill()
         self._err.close()
+
+
+def start_replica(name: str, dc, server, world_addr, authkey: bytes, logs: Path,
+                  children: list) -> Child:
+    """A replica process (`replica.py`) with the demo config `dc`'s settings."""
+    cfg = {"name": name, "redis": [server.host, server.port], "world": list(world_addr),
+           "cluster": "ha-demo", "ttl_s": dc.ttl_s, "tick_real_s": dc.tick_real_s,
+           "poll_s": dc.poll_s, "scheduler": dc.scheduler,
+           "allow_volatile_redis": dc.allow_volatile_redis}
+    child = Child(name, "vecsched.adapters.sim.ha.replica", json.dumps(cfg), authkey, logs)
+    children.append(child)
+    return child
+
+
+def world_address(world: Child, timeout_s: float):
+    """The world process prints its address first: a line with "address", no "ev"."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in list(world.events):
+            if "address" in line:
+                return tuple(line["address"])
+        if world.proc.poll() is not None:
+            raise DemoError(f"world exited{world.stderr_tail()}")
+        time.sleep(0.01)
+    raise DemoError(f"world: no address within {timeout_s} s{world.stderr_tail()}")
+
+
+def first_leader(replicas: list[Child], timeout_s: float) -> Child:
+    """The first of `replicas` to report a `leader` event."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for c in replicas:
+            if c.seen("leader"):
+                return c
+        time.sleep(0.005)
+    raise DemoError(f"no replica took the lease within {timeout_s} s")

@@ -1,7 +1,7 @@
 """An autoscaler replica as its own process (`python -m vecsched.adapters.sim.ha.replica CONFIG`).
 
 It reports to its parent as JSON lines on stdout (`ev`: ready, leader, reloaded,
-hold, fenced, passive, error, tick, stats, exit; `t`: CLOCK_MONOTONIC seconds,
+hold, fenced, passive, error, redis-restart, rebuilt, tick, stats, exit; `t`: CLOCK_MONOTONIC seconds,
 comparable across the processes of one machine) and takes commands on stdin:
 
     start                     begin (the lease keeper runs from `ready` on)
@@ -14,6 +14,12 @@ comparable across the processes of one machine) and takes commands on stdin:
 Holds exist so a harness can SIGKILL or SIGSTOP a replica at an exact point of its
 tick (between its lease check and its write, or between its write and its cloud
 calls); without commands a replica simply runs.
+
+Its holder id is unique to the process start (`holder_id`: name and a UUID). It
+refuses to start against a Redis that persists nothing unless its config says
+`allow_volatile_redis`. It watches Redis's run id: after a restart it steps down and
+drops what it cached, and every epoch it hears of (the cloud's fence, read while
+passive or learnt from a refusal) raises the floor of its next lease acquisition.
 """
 from __future__ import annotations
 
@@ -26,8 +32,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from vecsched.adapters.leader import (FencedOut, FencedStorage, Keys, Lease, LeaseKeeper,
-    NotLeader, RedisLeaseBackend, StorageUnavailable, connect)
+from vecsched.adapters.leader import (BackendError, FencedOut, FencedStorage, Keys, Lease,
+    LeaseKeeper, NotLeader, RedisLeaseBackend, RunIdWatch, StorageUnavailable,
+    VolatileRedis, connect, holder_id)
 from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable
 from .instance_table import CorruptState
 
@@ -48,6 +55,7 @@ class ReplicaConfig:
     scheduler: str = "engine"
     audit: int = 100_000
     passive_read_s: float = 0.5
+    allow_volatile_redis: bool = False
 
 
 class _Control:
@@ -86,10 +94,12 @@ def emit(ev: str, **info) -> None:
 
 
 def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
-    holder = f"{cfg.name}-{os.getpid()}"
+    holder = holder_id(cfg.name)
     client = connect(*cfg.redis, timeout_s=min(0.25, cfg.ttl_s / 4))
     keys = Keys(cfg.cluster)
-    lease = Lease(RedisLeaseBackend(client, keys), holder, cfg.ttl_s)
+    backend = RedisLeaseBackend(client, keys, allow_volatile=cfg.allow_volatile_redis)
+    lease = Lease(backend, holder, cfg.ttl_s)
+    watch = RunIdWatch(client)
     table = FencedInstanceTable(FencedStorage(client, keys, lease, audit=cfg.audit))
     world = WorldClient(cfg.world, authkey)
     sched = make(cfg.scheduler)
@@ -132,21 +142,29 @@ def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
             if time.monotonic() - last_read >= cfg.passive_read_s:
                 last_read = time.monotonic()
                 try:
+                    lease.observe(world.call("fence_now"))
                     auto.passive_read()
-                except (StorageUnavailable, CorruptState):
+                except (StorageUnavailable, CorruptState, WorldUnavailable):
                     pass
             time.sleep(cfg.poll_s)
             continue
         epoch = lease.epoch
         if epoch != was_leader:
             was_leader, first_write = epoch, None
-            emit("leader", epoch=epoch)
+            # backend_resets: grants made while Redis had lost its epoch record
+            emit("leader", epoch=epoch, backend_resets=lease.stats.backend_resets)
         now = time.monotonic()
         if now < next_tick:
             time.sleep(min(next_tick - now, cfg.poll_s))
             continue
         next_tick = now + cfg.tick_real_s
-        recorded = auto.counts["recorded"]
+        if _redis_restarted(watch):      # what this leader read or holds may be gone
+            auto.drop()
+            lease.lose("redis-restart")
+            emit("redis-restart", run_id=watch.current, restarts=watch.restarts,
+                 max_epoch_seen=lease.max_epoch_seen)
+            continue
+        recorded, rebuilds = auto.counts["recorded"], auto.counts["rebuilds"]
         t_step, held0 = time.perf_counter(), held_s[0]
         try:
             result = auto.step()
@@ -156,6 +174,7 @@ def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
             continue
         except FencedOut as e:
             auto.drop()
+            lease.observe(e.fence)
             lease.lose("fenced")
             emit("fenced", epoch=e.epoch, fence=e.fence, reason=e.reason,
                  version_matched=e.version_matched, cloud=e.version < 0)
@@ -165,6 +184,8 @@ def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
             auto.drop()
             emit("error", kind=type(e).__name__, message=str(e))
             continue
+        if auto.counts["rebuilds"] > rebuilds:
+            emit("rebuilt", epoch=epoch, **auto.rebuilds[-1])
         if first_write is None and (auto.counts["recorded"] > recorded or result == "ticked"):
             first_write = time.monotonic()
             emit("acting", epoch=epoch, tick=auto.loaded.meta.get("tick_done"))
@@ -182,6 +203,14 @@ def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
     return 0
 
 
+def _redis_restarted(watch: RunIdWatch) -> bool:
+    """Whether Redis's run id changed since the last look (unreachable: not known)."""
+    try:
+        return watch.changed()
+    except BackendError:
+        return False
+
+
 def main(argv=None) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)   # stacks on demand
     argv = sys.argv[1:] if argv is None else argv
@@ -189,7 +218,14 @@ def main(argv=None) -> int:
     cfg = ReplicaConfig(**{**raw, "redis": tuple(raw["redis"]), "world": tuple(raw["world"])})
     control = _Control()
     threading.Thread(target=control.read, args=(sys.stdin,), daemon=True).start()
-    code = run(cfg, control, bytes.fromhex(os.environ[AUTHKEY_ENV]))
+    try:
+        code = run(cfg, control, bytes.fromhex(os.environ[AUTHKEY_ENV]))
+    except VolatileRedis as e:
+        emit("error", kind="VolatileRedis", setting=e.setting, message=str(e))
+        code = 2
+    except BackendError as e:            # Redis unreachable at start-up
+        emit("error", kind="BackendError", message=str(e))
+        code = 3
     emit("exit", code=code)
     return code
 

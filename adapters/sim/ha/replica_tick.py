@@ -3,9 +3,15 @@
 A leader's tick at world tick w (`Autoscaler.step`):
 
 1. **Read** the world (cluster view, the cloud's instance list). A replica that was
-   just promoted, or whose last write failed, first reloads the instance records from
-   Redis (`FencedInstanceTable.load`): the state it goes on from is what the previous
-   leader recorded, nothing else.
+   just promoted, or whose last write failed, first claims its epoch at the cloud
+   (`claim`: from then on the cloud refuses every older epoch, so the list it reads
+   next is final for them; a refusal tells it the cloud's fence, and it steps down
+   to be granted an epoch above it), then reloads the instance records from Redis
+   (`FencedInstanceTable.load`): the state it goes on from is what the previous
+   leader recorded. If the records are gone or older than the world (a Redis that
+   restarted empty, or from an old snapshot: no `#meta`, or a recorded tick below
+   the world's last), it **rebuilds** them from the cloud's own instance list
+   (`cloud_rebuild.py`) and records them with this tick.
 2. **Decide and record** (only if tick w is not recorded yet): sync the records with
    what the cloud reports, run the reconciler's steps on the in-memory store
    (`InstanceStore.reconcile` with the scheduler), then write every changed record
@@ -20,9 +26,10 @@ A leader's tick at world tick w (`Autoscaler.step`):
    leader recorded is lost, and nothing is launched twice.
 4. **Advance** the world to w + 1.
 
-Every write and every cloud call is preceded by `lease.token()`, which raises
-`NotLeader` once the lease is not valid by this replica's clock: a passive replica
-never writes and never calls the cloud. `hook(point, tick, **info)` is called right
+Cloud calls carry the token's epoch and holder id (the world refuses an epoch it has
+seen from another holder). Every write and every cloud call is preceded by
+`lease.token()`, which raises `NotLeader` once the lease is not valid by this
+replica's clock: a passive replica never writes and never calls the cloud. `hook(point, tick, **info)` is called right
 before and after the record write (`prewrite`, `postwrite`): the demo and the tests
 use it to pause or kill a replica at exactly that point.
 """
@@ -35,7 +42,9 @@ from vecsched.engine.model.dtypes import Kind, Status
 
 from vecsched.adapters.leader import FencedOut, Lease
 from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable, Loaded
-from vecsched.adapters.sim.lifecycle import Move, ReconcileConfig
+from vecsched.adapters.sim.lifecycle import InstanceStore, Move, ReconcileConfig
+
+from .cloud_rebuild import rebuild_from_cloud, record_head
 
 from .replay_link import TickState
 
@@ -47,7 +56,7 @@ class VersionConflict(Exception):
 
 
 class WorldMismatch(Exception):
-    """The recorded tick and the world's tick disagree (a state the protocol excludes)."""
+    """The recorded tick is ahead of the world's (a state the protocol excludes)."""
 
 
 class CloudRefused(FencedOut):
@@ -83,7 +92,9 @@ class Autoscaler:
         self.now_ns = 0
         self.loaded: Loaded | None = None
         self.loaded_epoch = 0
+        self.rebuilds: list[dict] = []  # one entry per rebuild from the cloud's list
         self.counts = {"ticks": 0, "recorded": 0, "reloads": 0, "passive_reads": 0,
+                       "claims": 0, "rebuilds": 0,
                        "launch_calls": 0, "launch_replayed": 0, "drain_calls": 0,
                        "terminate_calls": 0, "writes": 0}
 
@@ -113,6 +124,8 @@ class Autoscaler:
         """One tick as the leader: 'ticked', or 'end' when the run is over."""
         tok = self.lease.token()
         if self.loaded is None or self.loaded_epoch != tok.epoch:
+            self._call("claim")
+            self.counts["claims"] += 1
             self.reload(tok.epoch)
         view = self.world.call("view", self.name)
         w = view["tick"]
@@ -120,13 +133,16 @@ class Autoscaler:
             return "end"
         self.now_ns = int(view["now_ns"])
         done = self.loaded.meta.get("tick_done", -1)
+        if done > w:
+            raise WorldMismatch(f"recorded tick {done}, world at tick {w}")
+        if done < w - 1:                 # records lost, or older than the world
+            self._rebuild(view, w, done)
+            done = w - 1
         if done == w - 1:
             self._decide_and_record(view, w)
-        elif done != w:
-            raise WorldMismatch(f"recorded tick {done}, world at tick {w}")
         self._act(view)
         tok = self.lease.token()
-        res = self.world.call("advance", tok.epoch, self.name, w)
+        res = self.world.call("advance", tok.epoch, tok.holder, w)
         if not res["ok"]:
             if res["why"] == "stale":
                 raise CloudRefused(tok.epoch, res["fence"])
@@ -134,15 +150,24 @@ class Autoscaler:
         self.counts["ticks"] += 1
         return "ticked"
 
+    def _rebuild(self, view: dict, w: int, done: int) -> None:
+        """Replace the loaded records by the ones the cloud's list implies; the next
+        commit writes them all and deletes every stored entry not among them."""
+        old = self.loaded
+        store = InstanceStore(self._clock, old.ids, self.rc, request_id_factory=old.requests)
+        created = rebuild_from_cloud(view["cloud"], store, self.head_type, old.ids,
+                                     old.requests)
+        self.table.replace(old, store)
+        self.counts["rebuilds"] += 1
+        self.rebuilds.append({"tick": w, "recorded_tick": done, "records": len(created),
+                              "dropped": len(old.drop)})
+
     def _decide_and_record(self, view: dict, w: int) -> None:
         store = self.loaded.store
         changed: list[str] = []
         if w == 0 and "head" not in store:
             # The head runs from t=0 (the world's cluster has it): record it once.
-            changed += _moved_ids(store.apply([Move(
-                "head", S.ALLOCATED, instance_type=self.head_type,
-                cloud_instance_id="cloud-head", node_kind=Kind.HEAD, create=True)], at_ns=0))
-            store.apply([Move("head", S.RAY_RUNNING, node_id="node-head")], at_ns=0)
+            changed += record_head(store, self.head_type)
         changed += self._sync(view)
         tm = store.reconcile(self._scheduler(view))
         for moves in (tm.timeouts, tm.plan, tm.terminations, tm.launches):
@@ -202,7 +227,7 @@ class Autoscaler:
     # ---- acting on the recorded state --------------------------------------------------
     def _call(self, op: str, *args) -> dict:
         tok = self.lease.token()
-        res = self.world.call(op, tok.epoch, self.name, *args)
+        res = self.world.call(op, tok.epoch, tok.holder, *args)
         if not res["ok"] and res.get("why") == "stale":
             raise CloudRefused(tok.epoch, res["fence"])
         return res

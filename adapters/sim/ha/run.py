@@ -19,6 +19,10 @@ The run (everything on loopback, in `--out`):
    accepted it); the new leader then goes on;
 6. the run ends at the configured tick; `ha.json` compares the world's own record of
    this run (calls, instances, where each demand unit is) with the reference run's.
+
+`scenario="redis-restart"` replaces steps 4-5 by a Redis that restarts empty under
+the leader (`run_restart.py`). `allow_volatile_redis` runs the demo's Redis without
+persistence and lets the replicas accept it (they refuse such a Redis otherwise).
 """
 from __future__ import annotations
 
@@ -32,12 +36,12 @@ from pathlib import Path
 
 from vecsched.adapters.leader import (FencedStorage, Keys, Lease, LeaseKeeper,
     RedisLeaseBackend, connect)
-from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable
+from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable, final_records
 from vecsched.adapters.sim.redis_server import RedisServer
-from vecsched.adapters.sim.lifecycle import ReconcileConfig
 
 from .replica_tick import Autoscaler
-from .procs import Child, DemoError
+from .run_restart import EVENTS, orchestrate_restart
+from .procs import Child, DemoError, first_leader, start_replica, world_address
 from .replay_link import make
 from .run_report import summarize
 from .world import SimConfig, World
@@ -51,15 +55,26 @@ class DemoConfig:
     tick_real_s: float = 0.2
     poll_s: float = 0.02
     scheduler: str = "engine"
-    kill_from_tick: int = 2          # kill at the first launching tick from here
+    kill_from_tick: int = 2          # the fault at the first launching tick from here
     wait_s: float = 120.0            # the longest any one step may take (start-up: JIT)
+    scenario: str = "kill-pause"     # or "redis-restart"
+    allow_volatile_redis: bool = False
+
+    def __post_init__(self):
+        if self.scenario not in SCENARIOS:
+            raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, "
+                             f"got {self.scenario!r}")
+
+
+SCENARIOS = ("kill-pause", "redis-restart")
 
 
 def reference_run(server: RedisServer, dc: DemoConfig) -> tuple[dict, dict]:
     """The same replay with one replica and no faults: (world record, final records)."""
     client = connect(server.host, server.port, timeout_s=5.0)
     keys = Keys("reference")
-    lease = Lease(RedisLeaseBackend(client, keys), "reference", ttl_s=30.0)
+    backend = RedisLeaseBackend(client, keys, allow_volatile=dc.allow_volatile_redis)
+    lease = Lease(backend, "reference", ttl_s=30.0)
     table = FencedInstanceTable(FencedStorage(client, keys, lease))
     world = World(dc.sim)
     keeper = LeaseKeeper(lease, 1.0).start()
@@ -77,13 +92,6 @@ def reference_run(server: RedisServer, dc: DemoConfig) -> tuple[dict, dict]:
     return world.record(), final_records(table)
 
 
-def final_records(table: FencedInstanceTable) -> dict:
-    loaded = table.load(lambda: 0, ReconcileConfig())
-    return {r.instance_id: {"type": r.instance_type, "history": list(map(list, r.status_history)),
-                            "request": r.launch_request_id, "cloud": r.cloud_instance_id}
-            for r in loaded.store}
-
-
 def run_demo(out: str | Path, dc: DemoConfig = DemoConfig(), log=print) -> dict:
     """Run the demo (module docstring); write `out/ha.json`; return its content."""
     out = Path(out)
@@ -93,12 +101,13 @@ def run_demo(out: str | Path, dc: DemoConfig = DemoConfig(), log=print) -> dict:
     t0 = time.monotonic()
     children: list[Child] = []
     shutil.rmtree(out / "redis", ignore_errors=True)     # a fresh Redis every run
-    with RedisServer(out / "redis") as server:
+    orchestrate = orchestrate_restart if dc.scenario == "redis-restart" else _orchestrate
+    with RedisServer(out / "redis", persistent=not dc.allow_volatile_redis) as server:
         try:
             log("reference run (one replica, no faults)...")
             ref_world, ref_records = reference_run(server, dc)
             t_ref = time.monotonic() - t0
-            result = _orchestrate(server, dc, authkey, logs, children, log)
+            result = orchestrate(server, dc, authkey, logs, children, log)
         finally:
             for c in children:
                 c.close()
@@ -109,30 +118,20 @@ def run_demo(out: str | Path, dc: DemoConfig = DemoConfig(), log=print) -> dict:
     return summary
 
 
-def _replica(name: str, dc: DemoConfig, server: RedisServer, world_addr, authkey: bytes,
-             logs: Path, children: list) -> Child:
-    cfg = {"name": name, "redis": [server.host, server.port], "world": list(world_addr),
-           "cluster": "ha-demo", "ttl_s": dc.ttl_s, "tick_real_s": dc.tick_real_s,
-           "poll_s": dc.poll_s, "scheduler": dc.scheduler}
-    child = Child(name, "vecsched.adapters.sim.ha.replica", json.dumps(cfg), authkey, logs)
-    children.append(child)
-    return child
-
-
 def _orchestrate(server, dc: DemoConfig, authkey: bytes, logs: Path, children: list,
                  log) -> dict:
     w = dc.wait_s
     world = Child("world", "vecsched.adapters.sim.ha.world_server", json.dumps(asdict(dc.sim)), authkey, logs)
     children.append(world)
     # The world prints its address first: a line with "address" and no "ev".
-    addr = _world_address(world, w)
-    a = _replica("A", dc, server, addr, authkey, logs, children)
-    b = _replica("B", dc, server, addr, authkey, logs, children)
+    addr = world_address(world, w)
+    a = start_replica("A", dc, server, addr, authkey, logs, children)
+    b = start_replica("B", dc, server, addr, authkey, logs, children)
     a.wait_for("ready", w)
     b.wait_for("ready", w)
     # Both keepers race for the lease from `ready` on: exactly one may win the first
     # epoch; the other must not lead while the winner keeps renewing.
-    _first_leader([a, b], 5 * dc.ttl_s + 5)
+    first_leader([a, b], 5 * dc.ttl_s + 5)
     time.sleep(2 * dc.ttl_s)
     leaders = [c.name for c in (a, b) if any(e["epoch"] == 1 for e in c.seen("leader"))]
     first = max((a, b), key=lambda c: max([e["epoch"] for e in c.seen("leader")] or [0]))
@@ -159,7 +158,7 @@ def _orchestrate(server, dc: DemoConfig, authkey: bytes, logs: Path, children: l
     other.send("hold postwrite 0")
     took = other.wait_for("leader", w)
     acting = other.wait_for("acting", w)
-    restarted = _replica(first.name + "2", dc, server, addr, authkey, logs, children)
+    restarted = start_replica(first.name + "2", dc, server, addr, authkey, logs, children)
     log(f"{other.name} took over (epoch {acting['epoch']}); {first.name} restarts as "
         f"{restarted.name}, passive")
     other.wait_for("hold", w)
@@ -201,6 +200,7 @@ def _orchestrate(server, dc: DemoConfig, authkey: bytes, logs: Path, children: l
     wc.conn.send(("shutdown", ()))
     world.finish()
     return {
+        "scenario": "kill-pause",
         "world": record, "audit": storage.audit(),
         "records": final_records(FencedInstanceTable(storage)),
         "started_together": {"replicas": ["A", "B"], "leaders": leaders,
@@ -217,27 +217,7 @@ def _orchestrate(server, dc: DemoConfig, authkey: bytes, logs: Path, children: l
         ],
         "fenced_event": fenced,
         "leader_events": {c.name: c.seen("leader") for c in children if c is not world},
+        "replica_events": {c.name: [e for e in c.events if e.get("ev") in EVENTS]
+                           for c in children if c is not world},
         "replica_stats": stats,
     }
-
-
-def _world_address(world: Child, timeout_s: float):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for line in list(world.events):
-            if "address" in line:
-                return tuple(line["address"])
-        if world.proc.poll() is not None:
-            raise DemoError(f"world exited{world.stderr_tail()}")
-        time.sleep(0.01)
-    raise DemoError(f"world: no address within {timeout_s} s{world.stderr_tail()}")
-
-
-def _first_leader(replicas: list[Child], timeout_s: float) -> Child:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for c in replicas:
-            if c.seen("leader"):
-                return c
-        time.sleep(0.005)
-    raise DemoError(f"no replica took the lease within {timeout_s} s")

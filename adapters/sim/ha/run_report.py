@@ -8,15 +8,28 @@
 - the final instance records in Redis.
 
 Nothing here is taken from a replica's account of itself, except the fault times
-the harness itself took and the hold it imposed.
+the harness itself took and the hold it imposed, and the epochs the replicas report
+they were granted (`epoch_regressions` also counts the epochs the world or the store
+saw from two holders, which needs no replica's word).
+
+`stuck_s` (after a Redis restart): the longest stretch, from the moment Redis went
+down, in which the world did not advance a tick.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 
 from vecsched.engine.model.dtypes import Status
 
 FENCED = ("stale", "unknown", "expired")
+_HOLDER = re.compile(r"(.+)-[0-9a-f]{32}")
+
+
+def name_of(holder: str) -> str:
+    """The replica name in a holder id `name-<uuid4 hex>` (any other id as it is)."""
+    m = _HOLDER.fullmatch(holder)
+    return m.group(1) if m else holder
 
 
 def _instances(world: dict) -> dict:
@@ -24,8 +37,9 @@ def _instances(world: dict) -> dict:
 
 
 def _launch_changes(world: dict) -> tuple[list, list]:
-    """Accepted world calls in order, and the indexes where the calling replica changes."""
-    accepted = [c for c in world["calls"] if c.get("result") != "stale"]
+    """Accepted world calls in order (a new leader's claim is not an action), and the
+    indexes where the calling replica changes."""
+    accepted = [c for c in world["calls"] if c.get("result") != "stale" and c["op"] != "claim"]
     changes = [k for k in range(1, len(accepted))
                if accepted[k]["replica"] != accepted[k - 1]["replica"]]
     return accepted, changes
@@ -35,9 +49,43 @@ def _failover_s(fault: dict, accepted: list) -> float | None:
     """Fault -> the first call the world accepted from the next leader, less any hold
     the harness imposed on that leader."""
     for c in accepted:
-        if c["t"] > fault["at"] and c["replica"] == fault["next"]:
+        if c["t"] > fault["at"] and name_of(c["replica"]) == fault["next"] \
+                and c["epoch"] >= fault.get("min_epoch", 0):
             return c["t"] - fault["at"] - fault["hold_s"]
     return None
+
+
+def epoch_regressions(result: dict, world: dict, audit: list[dict]) -> list[int]:
+    """Epochs granted at or below an epoch granted before (the replicas' leader
+    events in time order), and epochs the world's calls (refused ones too) or the
+    store's written entries carry from more than one holder."""
+    grants = sorted((e["t"], e["epoch"]) for evs in result["leader_events"].values()
+                    for e in evs)
+    bad, top = set(), 0
+    for _, epoch in grants:
+        if epoch <= top:
+            bad.add(epoch)
+        top = max(top, epoch)
+    holders: dict[int, set] = defaultdict(set)
+    for c in world["calls"]:
+        holders[c["epoch"]].add(c["replica"])
+    written: dict[int, set] = defaultdict(set)
+    for e in audit:
+        if e["result"] == "written":
+            written[e["epoch"]].add(e["holder"])
+    bad |= {e for hs in (holders, written) for e, h in hs.items() if len(h) > 1}
+    return sorted(bad)
+
+
+def stuck_s(fault: dict, world: dict) -> float | None:
+    """The longest time from `fault["down_at"]` on without an accepted advance."""
+    if "down_at" not in fault:
+        return None
+    ts = sorted(c["t"] for c in world["calls"]
+                if c["op"] == "advance" and c.get("result") == "done"
+                and c["t"] > fault["down_at"])
+    points = [fault["down_at"]] + ts
+    return max((b - a for a, b in zip(points, points[1:])), default=None)
 
 
 def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
@@ -80,10 +128,9 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
     accepted, changes = _launch_changes(world)
     faults = result["faults"]
     failover = [_failover_s(f, accepted) for f in faults]
-    # Every call the cloud accepted came from the replica that wrote in that epoch
-    # (holders are "<replica>-<pid>"): no passive replica ever reached the cloud.
-    writer_names = {e: {h.rsplit("-", 1)[0] for h in hs} for e, hs in writers.items()}
-    calls_by_leader = all(c["replica"] in writer_names.get(c["epoch"], {c["replica"]})
+    # Every call the cloud accepted came from the holder that wrote in that epoch
+    # (calls carry the holder id): no passive replica ever reached the cloud.
+    calls_by_leader = all(c["replica"] in writers.get(c["epoch"], {c["replica"]})
                           for c in accepted)
     recovery = [None if f is None or "next_acquired_at" not in fault else
                 f + fault["at"] - fault["next_acquired_at"]
@@ -91,12 +138,21 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
     bound = dc.ttl_s + dc.tick_real_s
     stale_calls = [c for c in world["calls"] if c.get("result") == "stale"]
     replays = sum(1 for c in world["calls"] if c.get("result") == "replayed")
+    scenario = result.get("scenario", "kill-pause")
+    regressions = epoch_regressions(result, world, audit)
+    stuck = [stuck_s(f, world) for f in faults if "down_at" in f]
+    events = [e for evs in result.get("replica_events", {}).values() for e in evs]
+    errors = Counter(e.get("kind") for e in events if e["ev"] == "error")
+    rebuilds = [e for e in events if e["ev"] == "rebuilt"]
 
     checks = {
         "one_leader_at_start": len(result["started_together"]["leaders"]) == 1
         and not result["started_together"]["both_led"],
         "failover_within_ttl_plus_tick": all(f is not None and f <= bound for f in failover),
-        "every_stale_write_rejected": len(stale) >= 1 and len(rejected) == len(stale),
+        "every_stale_write_rejected": len(rejected) == len(stale)
+        and (len(stale) >= 1 or scenario != "kill-pause"),
+        "no_epoch_regression": not regressions,
+        "never_stuck_on_a_world_mismatch": errors["WorldMismatch"] == 0,
         "one_writer_per_epoch": all(len(h) == 1 for h in writers.values()),
         "epochs_never_go_back": all(a <= b for a, b in zip(written, written[1:])),
         "cloud_called_only_by_the_leader": calls_by_leader,
@@ -105,7 +161,11 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
         "no_demand_lost": demand_lost == 0,
         "records_match_reference": records == ref_records,
     }
+    if scenario == "redis-restart":
+        checks["records_rebuilt_from_the_cloud"] = bool(rebuilds)
+        checks["progress_after_the_restart"] = all(x is not None for x in stuck)
     return {
+        "scenario": scenario,
         "lease_ttl_s": dc.ttl_s,
         "tick_real_s": dc.tick_real_s,
         "failovers": len(changes),
@@ -119,10 +179,15 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
         "launches_duplicated": len(duplicated) + len(orphaned),
         "demand_lost": demand_lost,
         "demand_delayed": demand_delayed,
+        "epoch_regressions": len(regressions),
+        "stuck_s": max(stuck) if stuck and None not in stuck else None,
         "checks": checks,
         "ok": all(checks.values()),
         "detail": {
             "recovery_s": recovery,   # the new leader saw its lease -> its first accepted call
+            "regressed_epochs": regressions, "replica_errors": dict(errors),
+            "rebuilds": rebuilds,
+            "redis_restarts_seen": [e for e in events if e["ev"] == "redis-restart"],
             "cloud_instances": len(ha), "reference_cloud_instances": len(ref),
             "launch_calls_replayed": replays,
             "lost": lost, "never_sent": never_sent, "duplicated": duplicated,
@@ -131,8 +196,7 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
             "reference_units": {k: v for k, v in ru.items() if k != "placed_at"},
             "world_ticks": world["tick"], "world_reads": world["reads"],
             "writes_audited": len(audit), "epochs_written": sorted(writers),
-            "leader_sequence": [accepted[0]["replica"]] + [accepted[k]["replica"]
-                                                           for k in changes]
+            "leader_sequence": [name_of(accepted[k]["replica"]) for k in [0] + changes]
             if accepted else [],
             "faults": faults, "fenced_event": result["fenced_event"],
             "started_together": result["started_together"],

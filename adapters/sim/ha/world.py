@@ -10,9 +10,15 @@ did is counted here, not taken from their own claims:
   idempotency key (instance id, launch request id) - a repeated call returns the same
   instance and is recorded as a replay (as a cloud API's client token does);
 - **terminate / drain** act on a cloud instance; repeats are no-ops;
-- every mutating call carries the caller's fencing token; a call whose epoch is older
-  than the newest the world has seen is refused and recorded (a cloud API with a
-  precondition, e.g. a KubeRay patch with a resourceVersion, does the same);
+- every mutating call carries the caller's fencing token (epoch and holder id); a
+  call whose epoch is older than the newest the world has seen, or equal to it but
+  from another holder (an epoch granted twice, by a lease store that lost its data),
+  is refused and recorded (a cloud API with a precondition, e.g. a KubeRay patch
+  with a resourceVersion, does the same);
+- **claim(token)** raises the fence to the caller's epoch (a new leader's first call:
+  from then on, calls of older epochs are refused, so the instance list it reads
+  next holds everything an older leader will ever have done); **fence()** reads it
+  (a replica's floor for its next lease acquisition);
 - **advance(token, tick)** ends the leader's tick: simulated time moves one tick only
   when the leader says its tick is done (the world waits for the autoscaler), so a
   failover costs real seconds but no simulated time, and an HA run can be compared
@@ -95,6 +101,7 @@ class World:
         self.cluster.add_node("head", HEAD_TYPE, self.resources[HEAD_TYPE], 0.0)
         self.tick = 0
         self.fence = 0                   # the newest epoch seen on a mutating call
+        self.fence_holder = ""           # and who called with it
         self.instances: dict[str, dict] = {}       # cloud id -> instance
         self.by_key: dict[tuple[str, str], str] = {}
         self.calls: list[dict] = []      # every mutating call, in arrival order
@@ -157,7 +164,7 @@ class World:
                                        "state")} | {"times": dict(inst["times"])}
                  for inst in self.instances.values()]
         return {"tick": self.tick, "now_ns": self.now_ns, "end": self.cfg.ticks,
-                "nodes": nodes, "pending": pending, "cloud": cloud}
+                "fence": self.fence, "nodes": nodes, "pending": pending, "cloud": cloud}
 
     # ---- fenced mutations --------------------------------------------------------------
     def _admit(self, op: str, epoch: int, replica: str, **args) -> dict | None:
@@ -165,10 +172,10 @@ class World:
         entry = {"op": op, "epoch": int(epoch), "replica": replica, "tick": self.tick,
                  "t": time.monotonic(), **args}
         self.calls.append(entry)
-        if epoch < self.fence:
+        if epoch < self.fence or (epoch == self.fence and replica != self.fence_holder):
             entry["result"] = "stale"
             return {"ok": False, "why": "stale", "fence": self.fence}
-        self.fence = int(epoch)
+        self.fence, self.fence_holder = int(epoch), replica
         return None
 
     def launch(self, epoch: int, replica: str, instance_id: str, request_id: str,
@@ -236,6 +243,18 @@ class World:
         self.calls[-1]["result"] = "done"
         return {"ok": True, "noop": False}
 
+    def claim(self, epoch: int, replica: str) -> dict:
+        """A new leader's first call: the fence moves up to `epoch` (refused if older)."""
+        refused = self._admit("claim", epoch, replica)
+        if refused:
+            return refused
+        self.calls[-1]["result"] = "done"
+        return {"ok": True, "fence": self.fence}
+
+    def fence_now(self) -> int:
+        """The newest epoch seen on a mutating call (not recorded as a read)."""
+        return self.fence
+
     def advance(self, epoch: int, replica: str, tick: int) -> dict:
         """End tick `tick`: the world moves to tick + 1 (only from `tick`)."""
         refused = self._admit("advance", epoch, replica, at=int(tick))
@@ -273,4 +292,5 @@ class World:
         return getattr(self, op)(*args)
 
 
-_OPS = frozenset({"hello", "view", "launch", "terminate", "drain", "advance", "record"})
+_OPS = frozenset({"hello", "view", "launch", "terminate", "drain", "claim", "fence_now",
+                  "advance", "record"})

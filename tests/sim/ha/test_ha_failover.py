@@ -23,17 +23,21 @@ SMALL = SimConfig(pods=120, ticks=30)
 def test_world_launch_is_idempotent_and_fenced():
     w = World(SMALL)
     first = w.launch(3, "A", "i-000001", "lr-000001", w.types[1].name)
-    again = w.launch(3, "B", "i-000001", "lr-000001", w.types[1].name)
+    again = w.launch(4, "B", "i-000001", "lr-000001", w.types[1].name)
     assert first["ok"] and again["ok"] and again["replayed"]
     assert again["cloud_id"] == first["cloud_id"] and len(w.instances) == 1
-    assert w.launch(2, "old", "i-000002", "lr-000002", w.types[1].name) == \
-        {"ok": False, "why": "stale", "fence": 3}
-    assert w.advance(3, "A", 5)["why"] == "mismatch" and w.tick == 0
-    assert w.advance(3, "A", 0) == {"ok": True, "tick": 1}
-    assert [c["result"] for c in w.calls] == ["created", "replayed", "stale", "mismatch",
-                                              "done"]
+    assert w.launch(4, "B2", "i-000003", "lr-000003", w.types[1].name) == \
+        {"ok": False, "why": "stale", "fence": 4}     # epoch 4 is B's: granted twice
+    assert w.launch(3, "A", "i-000002", "lr-000002", w.types[1].name) == \
+        {"ok": False, "why": "stale", "fence": 4}
+    assert w.advance(4, "B", 5)["why"] == "mismatch" and w.tick == 0
+    assert w.advance(4, "B", 0) == {"ok": True, "tick": 1}
+    assert w.claim(5, "C") == {"ok": True, "fence": 5} and w.fence_now() == 5
+    assert w.claim(5, "B")["why"] == "stale"
+    assert [c["result"] for c in w.calls] == ["created", "replayed", "stale", "stale",
+                                              "mismatch", "done", "done", "stale"]
     with pytest.raises(WorldError):
-        w.launch(4, "A", "i-3", "lr-3", "no-such-type")
+        w.launch(6, "C", "i-3", "lr-3", "no-such-type")
 
 
 def test_world_latencies_do_not_depend_on_call_order():

@@ -9,6 +9,11 @@ freezes it right after its lease check with the write not yet sent (what SIGSTOP
 long GC pause does at the worst moment; its keeper is frozen too); `resume` sends that
 write (the one paused longest ago first); `kill` loses it and starts a new incarnation with a new identity; `sleep` lets
 real time pass (in halves of the lease ttl), so leases really expire in Redis.
+
+A second property adds `reset`: Redis restarted with its files deleted (lease, epoch
+counter, fence and audit gone). Each replica then takes its floor from what it saw
+and from a durable record outside Redis (the cloud's fence: the highest epoch of an
+accepted write), and the same holds across the resets.
 """
 from __future__ import annotations
 
@@ -30,51 +35,67 @@ _clusters = itertools.count()
 # real time passes (`wait` halves of the ttl), then maybe the replica paused longest
 # ago is resumed and maybe one is killed. Rounds keep the interesting interleavings
 # likely (a leader paused, the lease expiring, another taking over, the first waking).
-round_strategy = st.tuples(st.integers(0, 2), st.integers(1, 2), st.booleans(),
-                           st.integers(0, 3), st.booleans(),
-                           st.sampled_from([None, None, None, 0, 1, 2]))
+_round_parts = (st.integers(0, 2), st.integers(1, 2), st.booleans(), st.integers(0, 3),
+                st.booleans(), st.sampled_from([None, None, None, 0, 1, 2]))
+round_strategy = st.tuples(*_round_parts)
 schedules = st.lists(round_strategy, min_size=2, max_size=10)
+
+
+# The same rounds, each maybe ending with an empty Redis restart.
+reset_schedules = st.lists(st.tuples(*_round_parts, st.booleans()), min_size=2, max_size=10)
 
 
 def steps_of(rounds) -> list:
     steps = []
-    for r, ticks, pause, wait, resume, kill in rounds:
+    for r, ticks, pause, wait, resume, kill, *reset in rounds:
         steps += [("tick", r)] * ticks + ([("pause", r)] if pause else [])
         steps += [("sleep", wait - 1)] if wait else []
         steps += [("resume", None)] if resume else []
         steps += [("kill", kill)] if kill is not None else []
+        steps += [("reset", None)] if reset and reset[0] else []
     return steps
 
 
 class Replica:
-    def __init__(self, port: int, keys: Keys, name: str):
+    def __init__(self, port: int, keys: Keys, name: str, floor_source=None):
         client = connect(port=port, timeout_s=0.5)
-        self.lease = Lease(RedisLeaseBackend(client, keys), name, TTL)
+        self.lease = Lease(RedisLeaseBackend(client, keys), name, TTL,
+                           floor_source=floor_source)
         self.storage = FencedStorage(client, keys, self.lease, audit=100_000)
         self.frozen = False
         self.pending = None              # the token captured before a pause
 
 
-def run_schedule(port: int, steps) -> tuple[list, list]:
+def run_schedule(port: int, steps, server=None) -> tuple[list, list]:
+    """Run `steps`; with `server`, `reset` restarts it empty (the audit read before
+    each reset is kept) and the replicas' floor source is the cloud's fence."""
     import time
 
     keys = Keys(f"prop-{next(_clusters)}")
     incarnation = defaultdict(int)
-    reps = {r: Replica(port, keys, f"r{r}.0") for r in range(3)}
+    cloud_fence = [0]                    # durable, outside Redis: the highest accepted epoch
+    floor = (lambda: cloud_fence[0]) if server is not None else None
+    reps = {r: Replica(port, keys, f"r{r}.0", floor) for r in range(3)}
     granted = 0                          # the newest epoch any replica was granted
     attempts = []                        # (epoch, holder, newest granted then, accepted)
+    audit_before: list = []
 
     def write(rep: Replica, token) -> None:
         try:
             rep.storage.batch_update("t", {"x": str(len(attempts)).encode()}, [], None,
                                      token=token)
             ok = True
+            cloud_fence[0] = max(cloud_fence[0], token.epoch)
         except FencedOut:
             ok = False
         attempts.append((token.epoch, token.holder, granted, ok))
 
     paused = []                          # frozen replicas, the longest frozen first
     for op, r in steps:
+        if op == "reset":                # Redis loses everything; its audit kept here
+            audit_before += reps[0].storage.audit()
+            server.restart(empty=True)
+            continue
         if op == "resume":               # the replica paused longest ago, if any
             if not paused:
                 continue
@@ -84,7 +105,7 @@ def run_schedule(port: int, steps) -> tuple[list, list]:
             time.sleep((r + 1) * TTL / 2)
         elif op == "kill":
             incarnation[r] += 1
-            reps[r] = Replica(port, keys, f"r{r}.{incarnation[r]}")
+            reps[r] = Replica(port, keys, f"r{r}.{incarnation[r]}", floor)
             if r in paused:
                 paused.remove(r)
         elif op == "resume":
@@ -109,7 +130,7 @@ def run_schedule(port: int, steps) -> tuple[list, list]:
             except NotLeader:
                 continue
             write(rep, token)
-    return attempts, reps[0].storage.audit()
+    return attempts, audit_before + reps[0].storage.audit()
 
 
 def check(attempts, audit) -> None:
@@ -144,4 +165,20 @@ def check(attempts, audit) -> None:
 @pytest.mark.slow
 def test_never_two_writers_in_one_epoch(redis_server, rounds):
     attempts, audit = run_schedule(redis_server.port, steps_of(rounds))
+    check(attempts, audit)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(rounds=reset_schedules)
+# Always run: the leader checks its lease, pauses, Redis restarts empty, another
+# replica (and then a fresh incarnation that saw nothing) takes over, the first wakes.
+@example(rounds=[(0, 1, True, 0, False, None, True), (1, 1, False, 0, False, 1, False),
+                 (1, 1, False, 0, True, None, False)])
+@example(rounds=[(0, 2, False, 0, False, 0, True), (0, 1, False, 0, False, None, False),
+                 (1, 1, False, 3, False, None, True), (2, 1, False, 0, False, None, False)])
+@pytest.mark.slow
+def test_never_two_writers_in_one_epoch_across_empty_restarts(redis_server, rounds):
+    attempts, audit = run_schedule(redis_server.port, steps_of(rounds), redis_server)
     check(attempts, audit)
