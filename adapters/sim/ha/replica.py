@@ -31,10 +31,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 from vecsched.adapters.leader import (BackendError, FencedOut, FencedStorage, Keys, Lease,
     LeaseKeeper, NotLeader, RedisLeaseBackend, RunIdWatch, StorageUnavailable,
     VolatileRedis, connect, holder_id)
+from vecsched.adapters.metrics_lease import serve_lease_metrics
 from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable
 from .instance_table import CorruptState
 
@@ -56,6 +58,7 @@ class ReplicaConfig:
     audit: int = 100_000
     passive_read_s: float = 0.5
     allow_volatile_redis: bool = False
+    metrics_port: Optional[int] = 0  # lease metrics on 127.0.0.1 (0: a free port; None: off)
 
 
 class _Control:
@@ -122,7 +125,10 @@ def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
             held_s[0] += time.perf_counter() - t0
     auto = Autoscaler(cfg.name, lease, table, world, sched, hook)
     keeper = LeaseKeeper(lease, cfg.poll_s).start()
-    emit("ready", holder=holder)
+    metrics_port = None
+    if cfg.metrics_port is not None:      # without prometheus_client: (None, None)
+        _, metrics_port = serve_lease_metrics(lease, cfg.metrics_port, "127.0.0.1")
+    emit("ready", holder=holder, metrics_port=metrics_port)
     was_leader, first_write, last_read = 0, None, 0.0
     step_ms: list[float] = []
     while True:                          # before `start`: only report who leads
