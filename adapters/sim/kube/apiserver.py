@@ -15,6 +15,9 @@ DELETE     /apis/ray.io/v1/namespaces/NS/rayclusters/NAME               Ray: idl
 GET        /api/v1/namespaces/NS/pods?labelSelector=..&resourceVersion=..&resourceVersionMatch=..
 GET        /api/v1/namespaces/NS/pods/NAME                              Ray: head pod version
 PATCH/DELETE /api/v1/namespaces/NS/pods/NAME                            (IPPR, operator)
+GET/POST/PUT/PATCH/DELETE /apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]
+                                                                       the Kubernetes lease
+                                                                       backend (leader)
 =========  ==========================================================  ===================
 
 Semantics live in ``store.py`` (resourceVersion, 409 conflicts, managedFields, status
@@ -41,9 +44,10 @@ from .store import ApiError, Store
 from .tls import HOST, Certs
 
 _PATH = re.compile(
-    r"^/(?:api/v1|apis/ray\.io/v1)/namespaces/(?P<ns>[^/]+)/(?P<kind>pods|rayclusters)"
-    r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?/?$")
-_API_OF = {"pods": "/api/v1", "rayclusters": "/apis/ray.io/v1"}
+    r"^/(?:api/v1|apis/ray\.io/v1|apis/coordination\.k8s\.io/v1)/namespaces/(?P<ns>[^/]+)/"
+    r"(?P<kind>pods|rayclusters|leases)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?/?$")
+_API_OF = {"pods": "/api/v1/", "rayclusters": "/apis/ray.io/v1/",
+           "leases": "/apis/coordination.k8s.io/v1/"}
 
 
 def manager_of(user_agent: str, field_manager: Optional[str]) -> str:
@@ -115,9 +119,9 @@ class KubeApiStandIn:
             raise ApiError(404, "NotFound", f"the server could not find the requested "
                            f"resource ({parts.path})")
         ns, kind, name, sub = m.group("ns"), m.group("kind"), m.group("name"), m.group("sub")
-        if sub not in (None, "status"):
+        if sub not in (None, "status") or (sub and kind == "leases"):
             raise ApiError(404, "NotFound", f"unknown subresource {sub!r}")
-        if raw_path.startswith("/api/v1/") != (kind == "pods"):
+        if not parts.path.startswith(_API_OF[kind]):
             raise ApiError(404, "NotFound", f"{kind} is not served under this API group")
         manager = manager_of(headers.get("User-Agent", ""), q.get("fieldManager"))
         st = self.store
