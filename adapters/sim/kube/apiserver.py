@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import ssl
 import threading
 import time
@@ -80,6 +81,7 @@ class KubeApiStandIn:
         self._server.socket = certs.server_context().wrap_socket(
             self._server.socket, server_side=True, do_handshake_on_connect=False)
         self._thread: Optional[threading.Thread] = None
+        self._conns: set = set()              # open client connections (keep-alive)
 
     @property
     def port(self) -> int:
@@ -96,8 +98,17 @@ class KubeApiStandIn:
         return self
 
     def stop(self) -> None:
+        """Stop serving and drop every open connection, as a server that went away
+        (a kept-alive connection does not go on being answered)."""
         self._server.shutdown()
         self._server.server_close()
+        with self._audit_lock:
+            conns, self._conns = list(self._conns), set()
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         if self._thread is not None:
             self._thread.join(5)
 
@@ -161,6 +172,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):          # quiet: the audit log is the record
         pass
+
+    def setup(self):
+        super().setup()
+        api = self.server.api
+        with api._audit_lock:
+            api._conns.add(self.connection)
+
+    def finish(self):
+        api = self.server.api
+        with api._audit_lock:
+            api._conns.discard(self.connection)
+        super().finish()
 
     def _serve(self):
         api: KubeApiStandIn = self.server.api
