@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 ENV_FILE = "VECSCHED_KUBERAY_FILE"
 ENV_RAY_CHECK = "VECSCHED_RAY_CHECK"
+ENV_GUARD = "VECSCHED_KUBERAY_GUARD"      # "0": send Ray's patches unguarded (to measure)
 FILE_NAME = "vecsched_kuberay.json"
 _REPLICAS = re.compile(r"^/spec/workerGroupSpecs/(\d+)/replicas$")
 
@@ -340,7 +341,11 @@ def prepare(stats_path: Optional[str] = None) -> Ledger:
     path = os.environ.get(ENV_FILE) or (
         os.path.join(os.path.dirname(stats_path), FILE_NAME) if stats_path else None)
     ledger = Ledger(path)
-    client = tracking_client(node_provider.KubernetesHttpApiClient, ledger)
+    guard = os.environ.get(ENV_GUARD, "1") != "0"
+    if not guard:
+        logger.warning("vecsched kuberay: %s=0: RayCluster patches are sent unguarded "
+                       "(index-addressed, as Ray 2.60 sends them)", ENV_GUARD)
+    client = tracking_client(node_provider.KubernetesHttpApiClient, ledger, guard=guard)
     node_provider.KubernetesHttpApiClient = client       # AutoscalingConfigProducer
     cloud_provider.KubernetesHttpApiClient = client      # KubeRayProvider (+ IPPR)
     cls = installed()
