@@ -26,6 +26,7 @@ from vecsched.adapters.leader.kube_backend import KubeLeaseBackend, new_holder_i
 from vecsched.adapters.leader.lease import NS
 from vecsched.adapters.sim.kube.apiserver import KubeApiStandIn
 from vecsched.adapters.sim.kube.tls import Certs
+from tests.kits.ha_kit import DelayProxy
 
 TTL = 1.0                 # Lease durations are whole seconds
 NAMESPACE, NAME = "default", "vecsched-leader"
@@ -136,6 +137,39 @@ def test_keeper_renews_and_a_contender_never_gets_in(api):
     finally:
         keeper.stop(release=True)
     assert b.try_acquire() and b.epoch == 2
+
+
+def test_network_delay_on_renew(api):
+    """Renewals through a proxy that really delays the API server's answers (TLS passes
+    through it): a late answer never extends the holder's lease past the expiry another
+    replica counts from its own sighting; once answers come later than the timeout the
+    leader steps down before anybody else is granted the lease."""
+    port = api.port
+    proxy = DelayProxy(port)
+    try:
+        via = api.url.replace(f":{port}", f":{proxy.port}")
+        c = api.certs
+        slow = KubeLeaseBackend(via, NAMESPACE, NAME, ca=c.ca, client_cert=c.client_cert,
+                                client_key=c.client_key, timeout_s=0.3)
+        a, b = Lease(slow, "A", TTL), _lease(api, "B")
+        assert a.try_acquire()
+        proxy.delay_s = 0.2                       # slower than the 0.1 s margin
+        for _ in range(3):
+            assert a.renew()
+            g = b.backend.read()                  # B sees the new version now
+            assert g.holder == "A"
+            assert a.valid_until_ns <= time.monotonic_ns() + (g.ttl_ms + 1) * 1_000_000
+        assert a.stats.renewals == 3 and a.snapshot()["renew_latency_ms"]["p50"] >= 400
+        proxy.delay_s = 2.0                       # answers later than the 0.3 s timeout
+        keeper = LeaseKeeper(a, 0.02).start()
+        try:
+            assert _wait(b.try_acquire, 5.0)
+        finally:
+            keeper.stop()
+        assert a.stats.renew_failures >= 1
+        assert not a.leading() and a.valid_until_ns <= b.last_sent_ns
+    finally:
+        proxy.close()
 
 
 _CONTENDER = textwrap.dedent("""
