@@ -13,8 +13,9 @@ at the current indices (at most ``MAX_ATTEMPTS`` times); a touched group changed
 gone -> reported and not sent (``GuardRefused``, which Ray's provider records as a
 launch / terminate error; its next tick decides again). Other requests pass through.
 
-``guard=False`` sends Ray's patches unchanged but still records which group each was
-meant for, so ``wrong_group_patches`` can be measured on the unguarded path too.
+``guard=False`` is main's behaviour, for measuring it: Ray gets the RayCluster as read
+(malformed groups included) and its patches go out unchanged, but the ledger still
+records which group each was meant for, so ``wrong_group_patches`` is counted.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def tracking_client(base: type, ledger, guard: bool = True) -> type:
                 return out
             raw = ledger.fresh(out, lambda rv: base.get(self, f"{path}?resourceVersion={rv}"),
                                lambda: base.get(self, "rayclusters"))
-            view, _ = split_groups(raw)
+            view, _ = split_groups(raw) if guard else (raw, [])
             self._basis[path] = (raw, view)
             return view
 
