@@ -27,8 +27,10 @@ named, and never overwrites a write it did not see.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
+
+import requests
 
 from .groups import group_names
 
@@ -37,10 +39,11 @@ _GROUP_PATH = re.compile(r"^/spec/workerGroupSpecs/(\d+)(/.*)?$")
 DECIDED_ON = ("replicas", "minReplicas", "maxReplicas", "numOfHosts", "scaleStrategy")
 
 
-class GuardRefused(Exception):
+class GuardRefused(requests.HTTPError):
     """The patch was not sent (again): a group it addresses is gone, changed under it,
-    or the guard kept failing. Ray's provider turns it into a launch / terminate error
-    and the next tick decides again."""
+    or the guard kept failing. An ``HTTPError`` carrying the API server's last answer
+    (when there was one), so Ray's own handling of a 422 / 409 applies; Ray's provider
+    turns it into a launch / terminate error and the next tick decides again."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,46 @@ def _group(cr: dict, name: str) -> Optional[dict]:
     return None if i is None else cr["spec"]["workerGroupSpecs"][i]
 
 
+_MISSING = object()
+
+
+def pointer(doc, path: str):
+    """The value at a JSON pointer (RFC 6901) in ``doc``, or a marker if absent."""
+    cur = doc
+    for part in path.split("/")[1:] if path else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return _MISSING
+    return cur
+
+
+def _other_changes(named: List[NamedOp], basis: dict, fresh: dict) -> List[tuple]:
+    """For the ops outside the groups (Ray's finalizer patch): a ``test`` of Ray's own
+    that the fresh object fails, or a target (for an append, its list) that changed."""
+    out = []
+    for n in named:
+        if n.group is not None:
+            continue
+        path = n.op.get("path", "")
+        if n.op.get("op") == "test":
+            if pointer(fresh, path) != n.op.get("value"):
+                out.append(("", path, n.op.get("value"), _absent(pointer(fresh, path))))
+            continue
+        target = path[:-2] if path.endswith("/-") else path
+        a, b = pointer(basis, target), pointer(fresh, target)
+        if a != b:
+            out.append(("", target, _absent(a), _absent(b)))
+    return out
+
+
+def _absent(v):
+    return None if v is _MISSING else v
+
+
 @dataclass
 class Verdict:
     """What a failed guard found: ``retry`` (only positions or unrelated parts moved),
@@ -124,10 +167,11 @@ class Verdict:
     moved: Dict[str, Tuple[int, int]]              # group -> (index decided on, index now)
     changed: List[Tuple[str, str, object, object]]  # (group, field, decided on, now)
     gone: List[str]
+    other: List[tuple] = field(default_factory=list)   # ('', path, decided on, now)
 
 
 def verdict(named: List[NamedOp], basis: dict, fresh: dict) -> Verdict:
-    """Compare the groups a patch touches in the version decided on and a fresh read."""
+    """Compare what a patch touches in the version decided on and a fresh read."""
     was, now = index_of(basis), index_of(fresh)
     moved, changed, gone = {}, [], []
     for g in touched(named):
@@ -140,7 +184,27 @@ def verdict(named: List[NamedOp], basis: dict, fresh: dict) -> Verdict:
         for field in DECIDED_ON:
             if a.get(field) != b.get(field):
                 changed.append((g, field, a.get(field), b.get(field)))
-    return Verdict(not changed and not gone, moved, changed, gone)
+    other = _other_changes(named, basis, fresh)
+    return Verdict(not changed and not gone and not other, moved, changed, gone, other)
+
+
+def merge_leaves(patch, prefix: str = "") -> List[str]:
+    """The JSON pointers a merge patch (RFC 7386) writes (its leaves)."""
+    if not isinstance(patch, dict) or not patch:
+        return [prefix]
+    out = []
+    for k, v in patch.items():
+        out += merge_leaves(v, f"{prefix}/{k.replace('~', '~0').replace('/', '~1')}")
+    return out
+
+
+def merge_verdict(payload: dict, basis: dict, fresh: dict) -> Verdict:
+    """For a merge patch refused on its resourceVersion: retry unless a field it
+    writes changed since the version decided on."""
+    other = [("", p, _absent(pointer(basis, p)), _absent(pointer(fresh, p)))
+             for p in merge_leaves(payload) if not p.startswith("/metadata/resourceVersion")
+             and pointer(basis, p) != pointer(fresh, p)]
+    return Verdict(not other, {}, [], [], other)
 
 
 def wrong_groups(intended: Dict[int, str], response: dict) -> List[Tuple[int, str, str]]:

@@ -75,6 +75,27 @@ def _owner(cr: dict, exclude: Optional[str]) -> Optional[str]:
     return best.get("manager") if best else None
 
 
+def _writer_of(cr: dict, path: str, exclude: Optional[str]) -> Optional[str]:
+    """The manager that last wrote the field at JSON pointer ``path`` (lists are owned
+    whole), other than ``exclude``."""
+    keys = []
+    for part in path.strip("/").split("/"):
+        if part.isdigit() or part == "-":
+            break
+        keys.append("f:" + part.replace("~1", "/").replace("~0", "~"))
+    best = None
+    for e in (cr.get("metadata") or {}).get("managedFields") or []:
+        node = e.get("fieldsV1") or {}
+        for k in keys:
+            node = node.get(k) if isinstance(node, dict) else None
+            if node is None:
+                break
+        if node is not None and e.get("manager") != exclude:
+            if best is None or (e.get("time") or "") >= (best.get("time") or ""):
+                best = e
+    return best.get("manager") if best else None
+
+
 class Ledger:
     """The side-car's record: patches, conflicts, stale reads, Ray cross-check."""
 
@@ -210,6 +231,14 @@ class Ledger:
                 self.conflicts.append({"t": t, "kind": "group_gone", "cluster": cluster,
                                        "group": g, "field": "spec.workerGroupSpecs",
                                        "writer": writer, "resource_version": _rv(fresh)})
+            for _, path, was, now in verdict.other:
+                who = _writer_of(fresh, path, self._our_manager) or writer
+                self.conflicts.append({"t": t, "kind": "field_changed", "cluster": cluster,
+                                       "field": path, "decided_on": was, "found": now,
+                                       "writer": who, "resource_version": _rv(fresh)})
+                logger.warning("vecsched kuberay: RayCluster %s: %s changed from %r to %r "
+                               "between the read and the patch (writer %r); not patched",
+                               cluster, path, was, now, who)
             if verdict.retry:
                 self.guard["moved_retries" if verdict.moved else "version_retries"] += 1
             else:

@@ -283,3 +283,56 @@ def test_malformed_group_reported_and_skipped_other_groups_scale(api):
                      ("spec.workerGroupSpecs[2].groupName", "None")}
     prov.get_non_terminated()                                  # reported once, not per read
     assert len([f for f in ledger.findings if f["kind"] == "malformed_group"]) == 3
+
+
+# ------------------------------------------------------------------ Ray's other patches
+
+def test_idle_suspend_merge_patch_guarded_by_the_version(api):
+    """Ray's idleSuspend merge patch carries the version decided on: re-sent after an
+    unrelated write, refused (and reported) if someone wrote idleSuspend meanwhile."""
+    st = api.store
+    st.create("rayclusters", NS, _cluster(_group("cpu", 0, 0, 3)), "kubectl")
+    client, ledger = _client()
+    client.get(f"rayclusters/{RC}")
+    st.before_next_patch("rayclusters", NS, RC, _rewrite(lambda gs: [dict(gs[0], maxReplicas=4)]))
+    out = client.patch(f"rayclusters/{RC}", npv.idle_suspend_patch(True),
+                       content_type="application/merge-patch+json")
+    assert out["spec"]["idleSuspend"] is True and ledger.guard["version_retries"] == 1
+    sent = ledger.patches[-1]["sent"]
+    assert sent["metadata"]["resourceVersion"] != ledger.patches[-1]["payload"].get(
+        "metadata", {}).get("resourceVersion")
+
+    def resume(store):
+        cr = store.get("rayclusters", NS, RC)
+        cr["spec"]["idleSuspend"] = False
+        store.update("rayclusters", NS, RC, cr, "kubectl-edit")
+    client.get(f"rayclusters/{RC}")              # the next decision reads idleSuspend true
+    st.before_next_patch("rayclusters", NS, RC, resume)
+    with pytest.raises(requests.HTTPError) as e:          # Ray's code sees an HTTPError
+        client.patch(f"rayclusters/{RC}", npv.idle_suspend_patch(True),
+                     content_type="application/merge-patch+json")
+    assert e.value.response.status_code == 409
+    assert api.store.get("rayclusters", NS, RC)["spec"]["idleSuspend"] is False
+    (c,) = [c for c in ledger.conflicts if c["kind"] == "field_changed"]
+    assert (c["field"], c["found"], c["writer"]) == ("/spec/idleSuspend", False, "kubectl-edit")
+
+
+def test_ray_finalizer_patch_refused_once_not_retried_against_its_own_test(api):
+    """Ray's finalizer patch tests the version itself: when the RayCluster changed, the
+    side-car does not re-send it (Ray's own test would fail again); Ray sees the 422
+    it handles ("retry in the next reconcile cycle")."""
+    st = api.store
+    st.create("rayclusters", NS, _cluster(_group("cpu", 0, 0, 3)), "kubectl")
+    client, ledger = _client()
+    cr = client.get(f"rayclusters/{RC}")
+    st.before_next_patch("rayclusters", NS, RC, _rewrite(lambda gs: [dict(gs[0], maxReplicas=4)]))
+    with pytest.raises(requests.HTTPError) as e:
+        client.patch(f"rayclusters/{RC}", npv.finalizer_patch(
+            "ray.io/x", [], cr["metadata"]["resourceVersion"]))
+    assert e.value.response.status_code == 422
+    assert len([w for w in api.requests("PATCH", "rayclusters")]) == 1     # sent once
+    assert ledger.guard["refused"] == 1
+    fresh = client.get(f"rayclusters/{RC}")                               # the next cycle
+    out = client.patch(f"rayclusters/{RC}", npv.finalizer_patch(
+        "ray.io/x", [], fresh["metadata"]["resourceVersion"]))
+    assert out["metadata"]["finalizers"] == ["ray.io/x"]
