@@ -46,6 +46,7 @@ from vecsched.adapters.files import write_json
 
 from .client import tracking_client  # noqa: F401  (re-exported: the side-car's client)
 from .groups import group_problem, split_groups
+from .provider import skipping_provider
 from .guard import wrong_groups
 
 logger = logging.getLogger(__name__)
@@ -207,6 +208,20 @@ class Ledger:
             logger.warning("vecsched kuberay: RayCluster %s: %s is %r (%s); the group %s "
                            "is skipped until it is fixed, the other groups scale", name,
                            p["field"], p["value"], p["reason"], p["group"] or f"#{p['index']}")
+
+    def on_skipped_termination(self, cluster: str, pods: list) -> None:
+        """Pods of a malformed group Ray asked to terminate: kept, reported once each."""
+        with self._lock:
+            for pod in pods:
+                if ("skipped", pod) in self._reported:
+                    continue
+                self._reported.add(("skipped", pod))
+                self.findings.append({"t": self.clock(), "kind": "termination_skipped",
+                                      "cluster": cluster, "pod": pod})
+                logger.warning("vecsched kuberay: RayCluster %s: Ray asked to terminate pod "
+                               "%s of a malformed worker group; kept until the group is "
+                               "fixed", cluster, pod)
+            self._write()
 
     def on_guard_failure(self, cluster: str, status: int, verdict, basis: dict,
                          fresh: dict) -> None:
@@ -377,6 +392,9 @@ def prepare(stats_path: Optional[str] = None) -> Ledger:
     client = tracking_client(node_provider.KubernetesHttpApiClient, ledger, guard=guard)
     node_provider.KubernetesHttpApiClient = client       # AutoscalingConfigProducer
     cloud_provider.KubernetesHttpApiClient = client      # KubeRayProvider (+ IPPR)
+    # pods of a malformed group are not terminated (provider.py)
+    autoscaler_module.KubeRayProvider = skipping_provider(cloud_provider.KubeRayProvider,
+                                                          ledger)
     cls = installed()
     if cls is not None and cls.mode == "engine" and os.environ.get(ENV_RAY_CHECK) == "1":
         autoscaler_module.ResourceDemandScheduler = ray_checked(cls, ledger)

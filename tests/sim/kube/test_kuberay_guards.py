@@ -336,3 +336,37 @@ def test_ray_finalizer_patch_refused_once_not_retried_against_its_own_test(api):
     out = client.patch(f"rayclusters/{RC}", npv.finalizer_patch(
         "ray.io/x", [], fresh["metadata"]["resourceVersion"]))
     assert out["metadata"]["finalizers"] == ["ray.io/x"]
+
+
+def test_malformed_group_pods_kept_other_groups_still_scale_down(api):
+    """A malformed group with a running pod: Ray sees the pod as of an unknown node type
+    and asks to terminate it with the idle cpu pod in one call. With Ray's provider the
+    whole call fails and the cpu pod stays; with the side-car's (``provider.py``) the
+    cpu pod goes, the malformed group's pod is kept and reported."""
+    from ray.autoscaler.v2.instance_manager.cloud_providers.kuberay import cloud_provider
+    from vecsched.adapters.kuberay.provider import skipping_provider
+
+    st = api.store
+    st.create("rayclusters", NS, _cluster(_group("cpu", 2, 0, 3),
+                                          _group("strmax", 1, 0, "3")), "kubectl")
+    op = _op(api)
+    _settle(op)
+    (odd,) = _pods(api, "strmax")
+    cpu_pod = _pods(api, "cpu")[0]
+    results = {}
+    for name, cls in (("stock", cloud_provider.KubeRayProvider), ("side-car", None)):
+        client, ledger = _client()
+        if cls is None:
+            cls = skipping_provider(cloud_provider.KubeRayProvider, ledger)
+        prov = cls(RC, {"namespace": NS}, gcs_client=None, k8s_api_client=client)
+        prov.get_non_terminated()
+        prov.terminate([cpu_pod, odd], f"t-{name}")
+        results[name] = ([type(e).__name__ for e in prov.poll_errors()], ledger)
+        _settle(op)
+        if name == "stock":
+            assert cpu_pod in _pods(api, "cpu")              # nothing terminated at all
+    errs, ledger = results["side-car"]
+    assert errs == ["TerminateNodeError"]                    # for the malformed group's pod
+    assert cpu_pod not in _pods(api, "cpu") and _pods(api, "strmax") == [odd]
+    assert [f["pod"] for f in ledger.findings if f["kind"] == "termination_skipped"] == [odd]
+    assert results["stock"][0] == ["TerminateNodeError", "TerminateNodeError"]
