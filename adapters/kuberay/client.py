@@ -11,9 +11,11 @@ their indices; on 422 / 409 the RayCluster is read again (not older than the bas
 the verdict decides: same groups, new positions or an unrelated change -> sent again
 at the current indices (at most ``MAX_ATTEMPTS`` times); a touched group changed or
 gone -> reported and not sent (``GuardRefused``, which Ray's provider records as a
-launch / terminate error; its next tick decides again). Merge patches of the RayCluster (Ray's ``idleSuspend``) carry the version decided on
-as a precondition (409 if it changed) and are re-sent unless a field they write
-changed. Other requests (pods) pass through.
+launch / terminate error; its next tick decides again).
+
+Merge patches of the RayCluster (Ray's ``idleSuspend``) carry the version decided on as
+a precondition (409 if it changed) and are re-sent unless a field they write changed.
+Other requests (pods) pass through.
 
 ``guard=False`` is main's behaviour, for measuring it: Ray gets the RayCluster as read
 (malformed groups included) and its patches go out unchanged, but the ledger still
