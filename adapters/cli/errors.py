@@ -79,41 +79,42 @@ def require_extras(command: str, extras: Iterable[str]) -> None:
 
 
 def check_output_dir(path: str, option: str) -> Path:
-    """A directory the command will write into: it may exist (as a directory) or not
-    yet (then its nearest existing parent must be a writable directory)."""
+    """A directory the command will write into, made now (with its parents) and
+    proven writable by writing a scratch file in it, so that a bad ``--out`` fails
+    before the work rather than after it. (A permission check alone would pass
+    everything for root.)"""
     p = Path(path)
-    if p.exists():
-        if not p.is_dir():
-            raise UsageError(f"{option} {path}: exists and is not a directory")
-        if not os.access(p, os.W_OK | os.X_OK):
-            raise UsageError(f"{option} {path}: directory is not writable")
-        return p
-    _check_creatable(p, option, path)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{option} {path}: exists and is not a directory")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        _probe(p)
+    except OSError as e:
+        raise UsageError(f"{option} {path}: cannot write there ({e.strerror or e})") from None
     return p
 
 
 def check_output_file(path: str, option: str) -> Path:
-    """A file the command will write: not a directory, writable if it exists, else
-    creatable."""
+    """A file the command will write: not a directory, and its directory made and
+    proven writable now."""
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"{option} {path}: is a directory")
-    if p.exists():
-        if not os.access(p, os.W_OK):
-            raise UsageError(f"{option} {path}: file is not writable")
-        return p
-    _check_creatable(p, option, path)
+    if p.exists() and not os.access(p, os.W_OK):
+        raise UsageError(f"{option} {path}: file is not writable")
+    try:
+        p.absolute().parent.mkdir(parents=True, exist_ok=True)
+        _probe(p.absolute().parent)
+    except OSError as e:
+        raise UsageError(f"{option} {path}: cannot write there ({e.strerror or e})") from None
     return p
 
 
-def _check_creatable(p: Path, option: str, path: str) -> None:
-    parent = p.absolute().parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise UsageError(f"{option} {path}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{option} {path}: cannot create it ({parent} is not writable)")
+def _probe(directory: Path) -> None:
+    """Create and remove a scratch file in ``directory`` (raises OSError if it cannot)."""
+    import tempfile
+    with tempfile.NamedTemporaryFile(dir=directory, prefix=".vecsched-probe-"):
+        pass
 
 
 def _one_line(e: BaseException) -> str:
