@@ -101,9 +101,11 @@ def _report(path: str, res: dict, limit: int) -> None:
         for u in unplaced:
             rows[u["reason"]] += 1
             units[u["reason"]] += u["count"]
-        by = Table(title=f"Unplaced requests by reason ({len(unplaced):,} rows)")
+        by = Table(title="Unplaced requests by reason", show_footer=True)
+        total = {"reason": "all", "rows": f"{len(unplaced):,}",
+                 "units": f"{sum(units.values()):,}"}
         for c in ("reason", "rows", "units"):
-            by.add_column(c, justify="left" if c == "reason" else "right")
+            by.add_column(c, footer=total[c], justify="left" if c == "reason" else "right")
         for reason, n in rows.most_common():
             by.add_row(reason, f"{n:,}", f"{units[reason]:,}")
         console.print(by)

@@ -7,6 +7,7 @@ VECSCHED_DEBUG=1 to see the traceback.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from . import warmup as cli_warmup
@@ -24,6 +25,33 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+_ROLE = re.compile(r":[a-z]+:`([^`]*)`")        # :class:`x` -> x
+_LITERAL = re.compile(r"``([^`]*)``")           # ``x`` -> x
+_TICKS = re.compile(r"`([^`]*)`")               # `x` -> x
+
+
+def plain(text):
+    """Help text without reStructuredText markup (docstrings are written in it; a
+    terminal shows it raw)."""
+    if not text:
+        return text
+    return _TICKS.sub(r"\1", _LITERAL.sub(r"\1", _ROLE.sub(r"\1", text)))
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Strip markup from a parser's description, epilog and every argument's help,
+    and from its subcommands', recursively."""
+    parser.description = plain(parser.description)
+    parser.epilog = plain(parser.epilog)
+    for action in parser._actions:
+        action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = plain(choice.help)
+            for sub in action.choices.values():
+                _plain_help(sub)
 
 
 def _version() -> str:
@@ -71,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     _kuberay_demo(sub)                 # vecsched kuberay-demo (adapters/cli/kuberay.py)
     _explain(sub)                      # vecsched explain (adapters/cli/explain.py)
     cli_warmup.add_parser(sub)
+    _plain_help(ap)
     return ap
 
 

@@ -1,0 +1,89 @@
+"""``vecsched explain`` on every kind of malformed dump (tests/cli/malformed_dumps.py):
+one ``error:`` line naming the file and, inside it, the bad field; exit 2; no
+traceback. And the sample it writes (--write-sample) explains every kind of answer."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("ray")
+
+from vecsched.adapters.cli.main import main  # noqa: E402
+from vecsched.adapters.ray.explain_sample import write_sample  # noqa: E402
+
+from tests.cli.malformed_dumps import MALFORMED  # noqa: E402
+
+# where each kind's error line must point (besides the file)
+WHERE = {
+    "missing b64": "request.resource_requests[0]: a @pb value lacks its 'b64' field",
+    "bad base64": "request.resource_requests[0]: b64 of a ray.rpc.autoscaler."
+                  "ResourceRequestByCount is not base64",
+    "random bytes as a message": "request.resource_requests[0]: b64 does not hold",
+    "NaN timeout": "request.idle_timeout_s: must be a finite number >= 0, got nan",
+    "NaN resource quantity": "request.resource_requests[0].resources_bundle['CPU']",
+    "huge count": "request.resource_requests[0].count: is too large",
+    "huge max workers": "node_type_configs['cpu-small'].max_worker_nodes: is too large",
+    "negative max workers": "request.node_type_configs['cpu-small']",
+    "wrong type: a row is a string": "request.resource_requests[0]: expected a "
+                                     "ResourceRequestByCount, got str",
+    "wrong type: upscaling speed": "context.upscaling_speed: expected a number",
+    "class outside ray": "only classes from ray.* modules are loaded",
+    "deeply nested JSON": "nested too deeply",
+    "empty file": "not JSON",
+    "random bytes": "not JSON",
+}
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("sample") / "sample.json"
+    write_sample(str(path))
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("kind", list(MALFORMED))
+def test_malformed_dump_is_one_error_line(kind, good, tmp_path, capsys):
+    path = tmp_path / "dump.json"
+    path.write_bytes(MALFORMED[kind](good))
+    assert main(["explain", str(path)]) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: "), lines
+    assert "Traceback" not in err and out == ""
+    if kind in WHERE:
+        assert WHERE[kind] in lines[0], lines[0]
+
+
+def test_the_sample_explains_every_kind_of_answer(tmp_path, capsys):
+    path = tmp_path / "sample.json"
+    assert main(["explain", "--write-sample", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["explain", str(path), "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert sorted(u["reason"] for u in res["unplaced"]) == [
+        "at_max_workers", "no_label_match", "no_shape"]
+    assert sorted(g["reason"] for g in res["groups"]) == [
+        "at_max", "held_by_upscaling_speed", "idle_kept_by_min",
+        "not_idle_without_resources", "not_running_yet"]
+    assert res["summary"]["launch"] == {"cpu-large": 10}
+
+
+def test_large_dump_report_is_limited_and_counts_by_reason(tmp_path, capsys):
+    path = tmp_path / "big.json"
+    write_sample(str(path), rows=400)
+    assert main(["explain", str(path), "--json"]) == 0
+    n = len(json.loads(capsys.readouterr().out)["unplaced"])
+    assert n > 300
+    assert main(["explain", str(path), "--limit", "5"]) == 0
+    out = capsys.readouterr().out
+    assert f"Unplaced requests (5 of {n} rows)" in out
+    assert f"{n - 5} more rows not shown" in out
+    assert "Unplaced requests by reason" in out
+    assert any(line.split() == ["│", "all", "│", f"{n:,}", "│"] + line.split()[5:]
+               for line in out.splitlines()), out
+
+
+def test_write_sample_refuses_a_directory(tmp_path, capsys):
+    assert main(["explain", "--write-sample", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --write-sample {tmp_path}: is a directory"
