@@ -16,7 +16,7 @@ from .errors import require_extras, run_guarded
 # The extras each subcommand needs, checked before it starts (a subcommand may set its
 # own with set_defaults(needs=...)).
 NEEDS = {"demo": ("cli",), "replay": ("cli",), "ha-demo": ("cli", "ha"),
-         "kuberay-demo": ("cli", "ray"), "explain": ("cli", "ray"), "warmup": ("cli",)}
+         "kuberay-demo": ("cli", "ray"), "explain": ("cli", "ray"), "warmup": ()}
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -19,8 +19,6 @@ from .data_terms import terms_lines
 from .status import step
 from .warmup import warm_with_spinner
 
-CLI_EXTRA = "pip install 'vecsched[cli]'"
-
 METRICS_HELP = """\
 metrics (adapters/sim/replay/metrics.py defines each; the identities are checked every replay):
   pending time         arrival (or requeue) to placement; units still pending count their
@@ -226,7 +224,7 @@ def check_replay_args(args, known: list) -> tuple[list, bool]:
     import math
     from pathlib import Path
 
-    from vecsched.adapters.traces import BUNDLED, TRACES
+    from vecsched.adapters.traces import TRACES, WORKER_GROUP_SETS
 
     for attr, ok, must in _REPLAY_LIMITS:
         v = getattr(args, attr, None)
@@ -238,8 +236,8 @@ def check_replay_args(args, known: list) -> tuple[list, bool]:
     if bad or not names:
         raise UsageError(f"--scheduler: unknown {', '.join(bad) or '(empty)'}; "
                          f"choose from {', '.join(known)}")
-    for value, option, names_ok in ((args.trace, "trace", TRACES), (args.groups, "--groups",
-                                                                     BUNDLED)):
+    for value, option, names_ok in ((args.trace, "trace", TRACES),
+                                    (args.groups, "--groups", WORKER_GROUP_SETS)):
         if value is not None and value not in names_ok and not Path(value).is_file():
             raise UsageError(f"{option} {value}: neither a bundled name "
                              f"({', '.join(names_ok)}) nor an existing file")

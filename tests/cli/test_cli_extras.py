@@ -53,3 +53,10 @@ def test_demo_without_ray_runs_without_rays_scheduler_and_says_so():
     """Ray is optional for the demo: the argument check still runs first."""
     out = _run(("ray",), ["demo", "--nodes", "-1"])
     assert out.returncode == 2 and "argument --nodes: must be >= 1" in out.stderr
+
+
+def test_warmup_needs_no_extra():
+    """Images install vecsched (with Ray or not) and warm up at build time: no rich."""
+    out = _run(("rich",), ["warmup", "--engine-only"])
+    assert out.returncode == 0, out.stderr
+    assert "entry kernels" in out.stdout and "[red]" not in out.stdout
