@@ -138,3 +138,15 @@ def test_the_typed_errors_are_user_errors(capsys):
     assert lines[0] == "error: nodes[3].total['CPU']: is negative"
     assert lines[1].startswith("error: demand.cpu_milli row 4")
     assert lines[2] == "error: x.parquet: No such file or directory"
+
+
+@pytest.mark.parametrize("trace,fragment", [
+    ("README.md", "Parquet magic bytes not found"),           # not Parquet at all
+    ("data/openb_nodes.parquet", "demand.type: unknown column"),  # Parquet, wrong table
+])
+def test_malformed_trace_file_is_one_error_line(capsys, tmp_path, trace, fragment):
+    from tests.kits.paths import REPO
+    code, lines, out = _run(capsys, "replay", str(REPO / trace), "--scheduler", "baseline",
+                            "--out", str(tmp_path / "out"))
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert fragment in lines[0]
