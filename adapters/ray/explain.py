@@ -19,7 +19,6 @@ did, and every answer is read from its decision data, not from a second algorith
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import numpy as np
