@@ -23,6 +23,7 @@ from collections import Counter
 
 import numpy as np
 
+
 def _fmt(d: dict) -> str:
     return "{" + ", ".join(f"{k}: {v:g}" if isinstance(v, float) else f"{k}: {v}"
                            for k, v in d.items()) + "}"

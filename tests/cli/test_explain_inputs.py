@@ -87,3 +87,72 @@ def test_large_dump_report_is_limited_and_counts_by_reason(tmp_path, capsys):
 def test_write_sample_refuses_a_directory(tmp_path, capsys):
     assert main(["explain", "--write-sample", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == f"error: --write-sample {tmp_path}: is a directory"
+
+
+def _sample_with(change):
+    from vecsched.adapters.ray.explain_sample import sample_request
+    req = sample_request()
+    change(req)
+    return req
+
+
+def _rbc(bundle, count=1):
+    from ray.core.generated.autoscaler_pb2 import ResourceRequest, ResourceRequestByCount
+    return ResourceRequestByCount(request=ResourceRequest(resources_bundle=bundle), count=count)
+
+
+def _add_running(req, total):
+    from vecsched.adapters.ray.explain_sample import _running
+    req.current_instances.append(_running("odd", "cpu-small", total))
+
+
+def _add_pending(req, group):
+    from ray.core.generated.instance_manager_pb2 import Instance
+    from vecsched.adapters.ray.explain_sample import _pending
+    req.current_instances.append(_pending("odd", group, Instance.REQUESTED))
+
+
+def _add_gang(req):
+    from ray.core.generated.autoscaler_pb2 import GangResourceRequest
+    req.gang_resource_requests.append(GangResourceRequest(details="zz:PACK:PENDING"))
+
+
+# well-formed dumps whose values the engine refuses, named by field
+REFUSED = {
+    "negative total": (lambda r: _add_running(r, {"CPU": -4.0}),
+                       "request.instances[8].total_resources['CPU']: quantity is negative"),
+    "negative quantity": (lambda r: r.resource_requests.append(_rbc({"CPU": -1.0})),
+                          "request.resource_requests[4].resources_bundle['CPU']: quantity is "
+                          "negative"),
+    "infinite quantity": (lambda r: r.resource_requests.append(_rbc({"CPU": float("inf")})),
+                          "quantity is too large (inf)"),
+    "negative count": (lambda r: r.resource_requests.append(_rbc({"CPU": 1.0}, -2)),
+                       "request.resource_requests[4].count: is negative (-2)"),
+    "no worker groups": (lambda r: setattr(r, "node_type_configs", {}),
+                         "request.node_type_configs: is empty"),
+}
+# odd but valid: explained
+ODD = {
+    "instance of an unknown group": lambda r: _add_pending(r, "no-such-group"),
+    "empty bundle": lambda r: r.resource_requests.append(_rbc({}, 3)),
+    "placement group without bundles": _add_gang,
+    "no instances": lambda r: setattr(r, "current_instances", []),
+}
+
+
+@pytest.mark.parametrize("kind", list(REFUSED))
+def test_values_the_engine_refuses_are_one_error_line(kind, tmp_path, capsys):
+    from vecsched.adapters.ray.dump import dump_request
+    change, fragment = REFUSED[kind]
+    path = dump_request(_sample_with(change), str(tmp_path / "d.json"))
+    assert main(["explain", path]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: ") and fragment in lines[0]
+
+
+@pytest.mark.parametrize("kind", list(ODD))
+def test_odd_but_valid_dumps_are_explained(kind, tmp_path, capsys):
+    from vecsched.adapters.ray.dump import dump_request
+    path = dump_request(_sample_with(ODD[kind]), str(tmp_path / "d.json"))
+    assert main(["explain", path, "--json"]) == 0
+    assert "summary" in json.loads(capsys.readouterr().out)
