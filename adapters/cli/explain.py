@@ -80,17 +80,17 @@ def main(args) -> int:
     if args.json:
         print(json.dumps(res, indent=1, default=str))
         return 0
-    _report(args.path, res, args.limit)
+    report(args.path, res, args.limit)
     return 0
 
 
-def _report(path: str, res: dict, limit: int) -> None:
-    """The explanation as rich tables."""
+def report(path: str, res: dict, limit: int, console=None) -> None:
+    """The explanation as rich tables (on ``console``, default stdout)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    console = console or Console()
     s = res["summary"]
     console.print(f"[bold]{escape(path)}[/bold]: {s['nodes']} nodes; launch "
                   f"{s['launch'] or 'none'}; terminate {s['terminate'] or 'none'}",
