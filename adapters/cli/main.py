@@ -11,12 +11,15 @@ import re
 import sys
 
 from . import warmup as cli_warmup
-from .errors import require_extras, run_guarded
+from .errors import check_output_dir, require_extras, run_guarded
 
 # The extras each subcommand needs, checked before it starts (a subcommand may set its
 # own with set_defaults(needs=...)).
 NEEDS = {"demo": ("cli",), "replay": ("cli",), "ha-demo": ("cli", "ha"),
          "kuberay-demo": ("cli", "ray"), "explain": ("cli", "ray"), "warmup": ()}
+# Subcommands whose --out is checked here, before they start (the others check their
+# own, after their other arguments).
+OUT_CHECKED_HERE = ("kuberay-demo",)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -107,6 +110,8 @@ def main(argv=None) -> int:
     def run() -> int:
         args = build_parser().parse_args(argv)
         require_extras(args.cmd, getattr(args, "needs", None) or NEEDS.get(args.cmd, ()))
+        if args.cmd in OUT_CHECKED_HERE:
+            check_output_dir(args.out, "--out")
         return args.fn(args)
     command = next((a for a in (sys.argv[1:] if argv is None else argv)
                     if not a.startswith("-")), "")

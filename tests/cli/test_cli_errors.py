@@ -45,6 +45,7 @@ BAD = [
     (["replay", "--scheduler", "ray", "--no-check-ray", "--out", "/proc/no/such"],
      "--out /proc/no/such: cannot write there"),
     (["ha-demo", "--ticks", "0"], "--ticks must be >= 1"),
+    (["kuberay-demo", "--out", "/proc/no/such"], "--out /proc/no/such: cannot write there"),
     (["ha-demo", "--tick", "2"], "--tick (2.0) must be shorter than --ttl (1.0)"),
     (["ha-demo", "--trace", "nope"], "--trace nope: unknown bundled trace"),
     (["explain"], "the dump to explain (PATH) is required"),
