@@ -65,11 +65,15 @@ class _Offers:
                      else np.full(p.R, -1))                   # (R,) group offering most
         self.most = free.max(axis=0) if len(self.types) else np.zeros(p.R)
 
-    def fits(self, need: np.ndarray) -> np.ndarray:
-        """(A, T') bool: which configured groups hold each of the A bundles."""
-        p = self.p
-        ok = (need[:, None, :] <= 0) | (p.type_free[self.types][None, :, :] >= need[:, None, :])
-        return ok.all(axis=2)
+    def fits(self, need: np.ndarray, chunk: int = 8192) -> np.ndarray:
+        """(A, T') bool: which configured groups hold each of the A bundles (compared
+        ``chunk`` bundles at a time, to bound the (chunk, T', R) temporary)."""
+        free = self.p.type_free[self.types][None, :, :]
+        out = np.empty((len(need), len(self.types)), bool)
+        for a in range(0, len(need), chunk):
+            n = need[a:a + chunk, None, :]
+            out[a:a + chunk] = ((n <= 0) | (free >= n)).all(axis=2)
+        return out
 
     def largest(self, need: dict, row: np.ndarray) -> str:
         """For a shape no group can hold: which resources fall short, and the most any
@@ -86,6 +90,8 @@ class _Offers:
                              + (f" ({p.type_names[self.best[r]]})" if have > 0 else ""))
         if short:
             return "; ".join(short)
+        if not len(self.types):
+            return "no worker group is configured"
         covered = ((row[None, :] <= 0) | (p.type_free[self.types] >= row[None, :])).sum(axis=1)
         best = int(self.types[int(np.argmax(covered))])
         offer = {p.resources[r]: float(p.type_free[best, r]) for r in range(p.R)
@@ -152,7 +158,9 @@ class _Reasons:
 
 
 def _bundle(rr) -> dict:
-    return {k: float(v) for k, v in rr.resources_bundle.items()}
+    """A bundle as a dict sorted by resource name: protobuf iterates maps in hash-table
+    order, which may differ between processes, and the explanation must not."""
+    return {k: float(v) for k, v in sorted(rr.resources_bundle.items())}
 
 
 def _unplaced_runs(d, plan, reasons: _Reasons) -> list:

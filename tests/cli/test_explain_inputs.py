@@ -156,3 +156,17 @@ def test_odd_but_valid_dumps_are_explained(kind, tmp_path, capsys):
     path = dump_request(_sample_with(ODD[kind]), str(tmp_path / "d.json"))
     assert main(["explain", path, "--json"]) == 0
     assert "summary" in json.loads(capsys.readouterr().out)
+
+
+def test_same_dump_same_explanation_in_every_process(tmp_path):
+    """Protobuf iterates maps in an order that may change between processes; the
+    explanation of one dump must not (shapes are listed by resource name)."""
+    import subprocess
+    import sys
+
+    from tests.kits.paths import REPO
+    path = write_sample(str(tmp_path / "d.json"), rows=400)
+    outs = {subprocess.run([sys.executable, "-m", "vecsched.adapters.cli.main", "explain",
+                            path, "--json"], cwd=REPO, capture_output=True, text=True,
+                           timeout=300, check=True).stdout for _ in range(4)}
+    assert len(outs) == 1
