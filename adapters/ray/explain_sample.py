@@ -3,13 +3,13 @@ shows every kind of answer, and the same tick grown to any number of request row
 (for measuring ``explain`` on large dumps).
 
 The tick, on KubeRay in its Conservative upscaling mode: pods for zone a that launch
-ten cpu-large nodes, nine of them held back by the upscaling speed; a pod asking for more GPUs than any group
-has; a pod whose label selector no group matches; a STRICT_SPREAD placement group
-wider than the GPU group may grow (at maxReplicas); two pods Pending on Kubernetes; idle nodes kept by
-minReplicas; a node with every resource free that Ray does not count idle; and
-decided nodes that the upscaling speed holds back. ``rows`` adds pending request
-rows of distinct shapes (a mix that fits, that fits no group, and that matches no
-label), each one explained.
+ten cpu-large nodes, nine of them held back by the upscaling speed; a pod asking for
+more GPUs than any group has; a pod whose label selector no group matches; a
+STRICT_SPREAD placement group wider than the GPU group may grow (at maxReplicas); two
+GPU pods Pending on Kubernetes; idle nodes kept by minReplicas; and a node with every
+resource free that Ray does not count idle. ``rows`` adds pending request rows of
+distinct shapes (a mix that fits, that fits no group, and that matches no label), each
+one explained.
 """
 from __future__ import annotations
 
