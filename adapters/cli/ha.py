@@ -37,7 +37,33 @@ def register(sub) -> None:
     p.set_defaults(fn=run)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse a bad HA demo request before any process starts: positive times and
+    counts, a lease longer than a tick, a bundled trace, a writable ``--out``."""
+    import math
+
+    from vecsched.adapters.traces import TRACES
+
+    from .errors import UsageError, check_output_dir
+
+    for option, v in (("--ttl", args.ttl), ("--tick", args.tick)):
+        if not (v > 0 and math.isfinite(v)):
+            raise UsageError(f"{option} must be a finite number > 0, got {v}")
+    if args.tick >= args.ttl:
+        raise UsageError(f"--tick ({args.tick}) must be shorter than --ttl ({args.ttl})")
+    for option, n in (("--ticks", args.ticks), ("--pods", args.pods)):
+        if n < 1:
+            raise UsageError(f"{option} must be >= 1, got {n}")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    if args.trace not in TRACES:
+        raise UsageError(f"--trace {args.trace}: unknown bundled trace; choose from "
+                         f"{', '.join(TRACES)}")
+    check_output_dir(args.out, "--out")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_args(args)
     from rich.console import Console
     from rich.table import Table
 

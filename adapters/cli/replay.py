@@ -13,9 +13,11 @@ import json
 import time
 from dataclasses import asdict
 
+from . import argtypes
+from .errors import UsageError, check_output_dir
+from .data_terms import terms_lines
+from .status import step
 from .warmup import warm_with_spinner
-
-CLI_EXTRA = "pip install 'vecsched[cli]'"
 
 METRICS_HELP = """\
 metrics (adapters/sim/replay/metrics.py defines each; the identities are checked every replay):
@@ -42,31 +44,41 @@ metrics (adapters/sim/replay/metrics.py defines each; the identities are checked
 
 
 def _console():
-    try:
-        from rich.console import Console
-    except ImportError:
-        raise SystemExit(f"vecsched: the command line report needs rich ({CLI_EXTRA})") from None
+    from rich.console import Console          # the cli extra: main.py checked it is there
     return Console(width=max(Console().width, 120))
 
 
 # ---- demo --------------------------------------------------------------------------------
 def add_demo_arguments(d: argparse.ArgumentParser) -> None:
     d.add_argument("--trace", default="openb", help="bundled trace (openb, openb_gpuspec33)")
-    d.add_argument("--nodes", type=int, default=400, help="running nodes")
-    d.add_argument("--pending", type=int, default=2000, help="pending pods")
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--repeat", type=int, default=3)
+    d.add_argument("--nodes", type=argtypes.positive_int, default=400, help="running nodes")
+    d.add_argument("--pending", type=argtypes.positive_int, default=2000,
+                   help="pending pods")
+    d.add_argument("--seed", type=argtypes.count, default=0)
+    d.add_argument("--repeat", type=argtypes.positive_int, default=3,
+                   help="decide the tick this many times, report the median time (3)")
     d.add_argument("--no-ray", action="store_true", help="skip Ray's scheduler")
 
 
+def check_demo_args(args) -> None:
+    """Refuse a bad demo request before any work (the numbers are checked by their
+    argparse types)."""
+    from vecsched.adapters.traces import TRACES
+    if args.trace not in TRACES:
+        raise UsageError(f"--trace {args.trace}: unknown bundled trace; choose from "
+                         f"{', '.join(TRACES)}")
+
+
 def run_demo(args) -> int:
+    check_demo_args(args)
     from rich.table import Table
 
     from vecsched.adapters.sim.replay.demo_tick import demo_tick, run_demo as decide
 
     console = _console()
-    tick = demo_tick(seed=args.seed, n_running=args.nodes, n_pending=args.pending,
-                     trace=args.trace)
+    with step(console, f"loading the {args.trace} trace and building the tick"):
+        tick = demo_tick(seed=args.seed, n_running=args.nodes, n_pending=args.pending,
+                         trace=args.trace)
     console.print(f"[bold]One tick[/bold] - {tick.description}")
     warm = warm_with_spinner(console)
     with_ray = not args.no_ray
@@ -74,7 +86,10 @@ def run_demo(args) -> int:
         console.print("[yellow]ray is not installed: deciding without Ray's scheduler "
                       "(pip install 'vecsched[ray]')[/yellow]")
         with_ray = False
-    res = decide(tick, repeat=args.repeat, with_ray=with_ray)
+    who = "the engine, the baseline" + (" and Ray 2.60's scheduler (the slow one)"
+                                        if with_ray else "")
+    with step(console, f"deciding the tick {args.repeat} time(s) with {who}"):
+        res = decide(tick, repeat=args.repeat, with_ray=with_ray)
     rows = res["rows"]
     table = Table(title="Decisions side by side (median time per tick)")
     for col in ("scheduler", "time", "nodes launched", "GPU nodes", "terminated",
@@ -188,6 +203,58 @@ def summary(trace, config, results, *, compile_s: float, wall_s: float,
     return out
 
 
+# (option, whether its value is acceptable, what it must be); None values are defaults
+_REPLAY_LIMITS = (
+    ("pods", lambda v: v >= 1, ">= 1"), ("start", lambda v: v >= 0, ">= 0"),
+    ("compress", lambda v: v > 0, "> 0"), ("arrival_scale", lambda v: v > 0, "> 0"),
+    ("gangs", lambda v: 0 <= v <= 1, "between 0 and 1"), ("seed", lambda v: v >= 0, ">= 0"),
+    ("idle_timeout", lambda v: v >= 0, ">= 0"), ("pending_idle_timeout", lambda v: v >= 0, ">= 0"),
+    ("tail", lambda v: v >= 0, ">= 0"), ("max_launches", lambda v: v >= 1, ">= 1"),
+    ("upscaling_speed", lambda v: v >= 0, ">= 0"), ("preemption_rate", lambda v: v >= 0, ">= 0"),
+    ("launch_failure_rate", lambda v: 0 <= v <= 1, "between 0 and 1"),
+    ("progress_every", lambda v: v > 0, "> 0"),
+)
+
+
+def check_replay_args(args, known: list) -> tuple[list, bool]:
+    """Refuse a bad replay request before any work: each number in its range (NaN
+    refused), schedulers by name, Ray when a scheduler needs it, the trace and
+    worker-group names or files, and an ``--out`` that can be written. Returns the
+    schedulers to run and whether to check the engine against Ray."""
+    import math
+    from pathlib import Path
+
+    from vecsched.adapters.traces import TRACES, WORKER_GROUP_SETS
+
+    for attr, ok, must in _REPLAY_LIMITS:
+        v = getattr(args, attr, None)
+        if v is not None and (not ok(v) or (isinstance(v, float) and math.isnan(v))):
+            raise UsageError(f"--{attr.replace('_', '-')} must be {must}, got {v}")
+    default = [n for n in known if n in ("engine", "baseline", "ray")]
+    names = [n.strip() for n in (args.scheduler or ",".join(default)).split(",") if n.strip()]
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        raise UsageError(f"--scheduler: unknown {', '.join(bad) or '(empty)'}; "
+                         f"choose from {', '.join(known)}")
+    for value, option, names_ok in ((args.trace, "trace", TRACES),
+                                    (args.groups, "--groups", WORKER_GROUP_SETS)):
+        if value is not None and value not in names_ok and not Path(value).is_file():
+            raise UsageError(f"{option} {value}: neither a bundled name "
+                             f"({', '.join(names_ok)}) nor an existing file")
+    have_ray = _have_ray()
+    if not have_ray and ([n for n in names if n != "baseline"] or args.check_ray):
+        if args.scheduler is None and args.check_ray is None:
+            names = ["baseline"]
+        else:
+            raise UsageError("ray is not installed (pip install 'vecsched[ray]'); without "
+                             "it only --scheduler baseline runs")
+    check = ("engine" in names and have_ray) if args.check_ray is None else args.check_ray
+    if check and "engine" not in names:
+        raise UsageError("--check-ray checks the engine: add engine to --scheduler")
+    check_output_dir(args.out, "--out")
+    return names, check
+
+
 def run_replay(args) -> int:
     from vecsched.engine.model.problem import ProblemError
 
@@ -197,33 +264,12 @@ def run_replay(args) -> int:
     from vecsched.adapters.sim.replay.simulation import DEFAULT_WINDOW, Replay, ReplayConfig, Window, load
 
     t_start = time.perf_counter()
+    names, check = check_replay_args(args, list(SCHEDULERS))
     console = _console()
-    known = list(SCHEDULERS)
-    default = [n for n in known if n in ("engine", "baseline", "ray")]
-    names = [n.strip() for n in (args.scheduler or ",".join(default)).split(",") if n.strip()]
-    bad = [n for n in names if n not in known]
-    if bad or not names:
-        console.print(f"[red]error:[/red] --scheduler: unknown {', '.join(bad) or '(empty)'}; "
-                      f"choose from {', '.join(known)}")
-        return 2
-    have_ray = _have_ray()
-    needs_ray = [n for n in names if n != "baseline"]
-    if not have_ray and (needs_ray or args.check_ray):
-        if args.scheduler is None and args.check_ray is None:
-            names = [n for n in names if n == "baseline"]
-            console.print("[yellow]ray is not installed: replaying the baseline only (the "
-                          "engine runs through Ray's protobuf interface; pip install "
-                          "'vecsched[ray]')[/yellow]")
-        else:
-            console.print("[red]error:[/red] ray is not installed (pip install 'vecsched[ray]')")
-            return 2
-    if not args.progress_every > 0:
-        console.print(f"[red]error:[/red] --progress-every must be > 0, got {args.progress_every}")
-        return 2
-    check = ("engine" in names and have_ray) if args.check_ray is None else args.check_ray
-    if check and "engine" not in names:
-        console.print("[red]error:[/red] --check-ray checks the engine: add engine to --scheduler")
-        return 2
+    if args.scheduler is None and names == ["baseline"]:
+        console.print("[yellow]ray is not installed: replaying the baseline only (the "
+                      "engine runs through Ray's protobuf interface; pip install "
+                      "'vecsched[ray]')[/yellow]")
     try:
         window = Window(start=args.start if args.start is not None else DEFAULT_WINDOW.start,
                         pods=args.pods if args.pods is not None else DEFAULT_WINDOW.pods,
@@ -237,11 +283,14 @@ def run_replay(args) -> int:
                               launch_failure_rate=args.launch_failure_rate,
                               pending_idle_timeout_s=args.pending_idle_timeout)
         trace = load(args.trace, args.groups, window, GangOverlay(args.gangs, seed=args.seed))
-    except (TraceError, ProblemError, ValueError, FileNotFoundError, KeyError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        return 2
+    except (TraceError, ProblemError) as e:
+        raise UsageError(str(e)) from None
+    except (ValueError, KeyError) as e:      # a window or config value the replay refuses
+        raise UsageError(str(e.args[0]) if e.args else type(e).__name__) from None
     console.print(f"[bold]Replay[/bold] {trace.name}: {trace.n_units} units in "
                   f"{len(trace.shapes)} shapes, {len(trace.types) - 1} worker groups + head")
+    for line in terms_lines(args.trace, args.groups):
+        console.print(line, style="dim", highlight=False)
     console.print(f"scaling: {trace.scaling}")
     if trace.gangs.G:
         console.print(f"placement groups: {trace.gangs.describe()}")

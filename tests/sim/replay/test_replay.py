@@ -275,7 +275,7 @@ def test_cli_replay_bad_trace(tmp_path, capsys):
     code = main(["replay", str(tmp_path / "bad.parquet"), "--scheduler", "engine",
                  "--out", str(tmp_path / "o")])
     assert code == 2
-    assert "missing column" in capsys.readouterr().out
+    assert "missing column" in capsys.readouterr().err
 
 
 # ---- the scheduler interface ------------------------------------------------------------
