@@ -38,6 +38,8 @@ def main(argv=None) -> int:
     _kuberay_demo(sub)                 # vecsched kuberay-demo (adapters/cli/kuberay.py)
     _explain(sub)                      # vecsched explain (adapters/ray/explain.py)
     cli_warmup.add_parser(sub)
+    from . import sweep as _sweep, trace as _trace
+    _trace.register(sub), _sweep.register(sub)        # vecsched trace import / sweep
     args = ap.parse_args(argv)
     return args.fn(args)
 
