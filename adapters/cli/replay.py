@@ -186,12 +186,19 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
     r.epilog = METRICS_HELP.format(share=HELD_SHARE, ticks=HELD_MIN_TICKS)
 
 
+# A trace file replayed with no window given: its last 6 hours of arrivals, with the
+# work alive before them as a warm start (a whole trace of weeks at 5 s ticks would take
+# hours); the header says so.
+DEFAULT_LAST_S = 6 * 3600.0
+
+
 def replay_window(args, demo):
     """The replay's ``Window`` from the command line: by time (--from / --to /
     --duration) or by rows (--start / --pods). The arrival scale is 1 (the recorded
     rate) unless --arrival-scale is given, except for the bundled demo: a bundled trace
     replayed by rows, whose default is ``demo``'s window and scale (200x), stated in the
-    header with how to turn it off."""
+    header with how to turn it off. A trace file with no window: its last
+    ``DEFAULT_LAST_S`` of arrivals (the whole trace if it is shorter), stated."""
     from vecsched.adapters.sim.replay.window import Window, parse_seconds
     from vecsched.adapters.traces import BUNDLED, TRACES
     t_from = None if args.t_from is None else parse_seconds(args.t_from, "--from")
@@ -228,6 +235,9 @@ def replay_window(args, demo):
     if by_time:
         return Window(start=0, compress=args.compress, arrival_scale=scale,
                       t_from=t_from, t_to=t_to, warm_start=args.warm_start)
+    if not by_rows:                              # a trace file, no window: its last hours
+        return Window(start=0, compress=args.compress, arrival_scale=scale,
+                      last_s=DEFAULT_LAST_S, warm_start=args.warm_start)
     return Window(start=args.start, pods=args.pods, compress=args.compress,
                   arrival_scale=scale, warm_start=args.warm_start)
 

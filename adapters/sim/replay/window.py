@@ -52,7 +52,8 @@ class Window:
     By rows: ``pods`` rows starting at row ``start`` of the demand table (rows in
     arrival order); ``start`` None means the last ``pods`` rows (all rows if ``pods`` is
     None too). By time: ``t_from`` / ``t_to`` in trace seconds (either may be None: the
-    trace's start / end), which excludes ``pods`` and a ``start`` other than 0.
+    trace's start / end), or ``last_s``: the trace's last ``last_s`` seconds of arrivals
+    (all of it when it is shorter); either excludes ``pods`` and a ``start`` other than 0.
     ``compress`` divides inter-arrival times *and* durations (the same load, played
     faster); ``arrival_scale`` divides inter-arrival times only (that many times the
     arrival rate at the same durations). ``warm_start`` None: on for a time window,
@@ -67,6 +68,7 @@ class Window:
     t_to: Optional[float] = None
     warm_start: Optional[bool] = None
     note: str = ""
+    last_s: Optional[float] = None
 
     def __post_init__(self):
         if self.start is not None and (not _positive_int(self.start) or self.start < 0):
@@ -78,11 +80,14 @@ class Window:
             if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool) \
                     or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"window.{name} must be a finite number > 0, got {v!r}")
-        for name in ("t_from", "t_to"):
+        for name in ("t_from", "t_to", "last_s"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
                                   or not math.isfinite(v) or v < 0):
                 raise ValueError(f"window.{name} must be trace seconds >= 0, got {v!r}")
+        if self.last_s is not None and (self.t_from is not None or self.t_to is not None
+                                        or self.last_s <= 0):
+            raise ValueError("window.last_s is a window of its own (> 0), without t_from / t_to")
         if self.by_time:
             if self.pods is not None or self.start not in (0, None):
                 raise ValueError("window: give a time window (from / to) or a row window "
@@ -96,7 +101,7 @@ class Window:
 
     @property
     def by_time(self) -> bool:
-        return self.t_from is not None or self.t_to is not None
+        return self.t_from is not None or self.t_to is not None or self.last_s is not None
 
     def bounds(self, n_rows: int) -> tuple[int, int]:
         """(first row, one past the last row) of a row window in a table of n_rows."""
@@ -122,6 +127,7 @@ class Selection:
     end: float
     first_row: int = 0
     n_rows: int = 0
+    trace_span: float = 0.0
 
 
 def select(arrival: np.ndarray, duration: np.ndarray, window: Window) -> Selection:
@@ -130,6 +136,8 @@ def select(arrival: np.ndarray, duration: np.ndarray, window: Window) -> Selecti
     n = arrival.size
     if window.by_time:
         lo = float(arrival.min()) if window.t_from is None else window.t_from
+        if window.last_s is not None:
+            lo = max(lo, float(arrival.max()) - window.last_s)
         hi = math.inf if window.t_to is None else window.t_to
         sorted_arr = arrival[order]
         a, b = np.searchsorted(sorted_arr, lo, "left"), np.searchsorted(sorted_arr, hi, "left")
@@ -149,7 +157,8 @@ def select(arrival: np.ndarray, duration: np.ndarray, window: Window) -> Selecti
         before = order[:first]
         alive = arrival[before] + duration[before] > origin
         warm = before[alive & (arrival[before] < origin)]
-    return Selection(rows, warm, origin, end, first, n)
+    return Selection(rows, warm, origin, end, first, n,
+                     float(arrival.max() - arrival.min()) if n else 0.0)
 
 
 def describe(window: Window, sel: Selection) -> str:
@@ -158,6 +167,9 @@ def describe(window: Window, sel: Selection) -> str:
     if window.by_time:
         to = "the end" if window.t_to is None else f"{window.t_to:,.0f} s"
         where = f"arrivals in [{sel.origin:,.0f} s, {to}) of the trace"
+        if window.last_s is not None:
+            where += (f" (its last {_span(window.last_s)} of {_span(sel.trace_span)}: no "
+                      f"window given; --from / --to / --duration choose one)")
     else:
         stop = sel.first_row + n
         last = " (the last ones)" if stop == sel.n_rows and sel.first_row > 0 else ""

@@ -70,6 +70,16 @@ def test_select_by_time_and_the_pods_alive_at_its_start():
         select(arrival, duration, Window(t_from=601.0))
 
 
+def test_a_window_of_the_last_hours():
+    arrival = np.array([0, 100, 200, 300, 400], dtype=float)
+    duration = np.full(5, 150.0)
+    sel = select(arrival, duration, Window(last_s=150.0))
+    assert list(sel.rows) == [3, 4] and list(sel.warm) == [2] and sel.origin == 250.0
+    assert list(select(arrival, duration, Window(last_s=1000.0)).rows) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="window.last_s"):
+        Window(last_s=10.0, t_from=5.0)
+
+
 def test_a_time_window_replays_from_its_own_start_with_the_warm_pods_at_zero(files):
     d, g = files
     t = load(d, g, Window(t_from=1000.0, t_to=1500.0))
@@ -157,8 +167,8 @@ def test_the_arrival_scale_is_200_only_for_the_bundled_demo():
     demo = replay_window(_args(), DEFAULT_WINDOW)
     assert demo.arrival_scale == 200.0 and demo.pods == 2000 and "bundled demo" in demo.note
     assert replay_window(_args(trace="openb", arrival_scale=3.0), DEFAULT_WINDOW).note == ""
-    own = replay_window(_args(trace="my.parquet"), DEFAULT_WINDOW)
-    assert own.arrival_scale == 1.0 and own.bounds(10) == (0, 10)        # the whole trace
+    own = replay_window(_args(trace="my.parquet"), DEFAULT_WINDOW)     # its last 6 hours
+    assert own.arrival_scale == 1.0 and own.last_s == 6 * 3600 and own.by_time
     timed = replay_window(_args(t_from="2h", duration="30m"), DEFAULT_WINDOW)
     assert (timed.t_from, timed.t_to, timed.arrival_scale) == (7200.0, 9000.0, 1.0)
     back = replay_window(_args(t_to="1h", duration="20m"), DEFAULT_WINDOW)
@@ -189,6 +199,14 @@ def test_the_command_states_the_load_it_replays(files, tmp_path):
             "the window's start run from t = 0") in text
     assert "warm start, baseline: 5 of 5 pods placed at t = 0 on 2 nodes" in text
     assert "lost CPU-h" in text
+    whole = subprocess.run([sys.executable, "-m", "vecsched.adapters.cli.main", "replay",
+                            str(d), "--groups", str(g), "--scheduler", "baseline", "--tail",
+                            "60", "--out", str(tmp_path / "w")], capture_output=True, text=True,
+                           timeout=300)
+    assert whole.returncode == 0, whole.stderr + whole.stdout
+    text = " ".join(whole.stdout.split())
+    assert ("load replayed: 20 pods, arrivals in [0 s, the end) of the trace (its last 6.0 h of "
+            "31.7 min: no window given; --from / --to / --duration choose one)") in text
     bad = subprocess.run([sys.executable, "-m", "vecsched.adapters.cli.main", "replay", str(d),
                           "--from", "1h", "--pods", "3", "--scheduler", "baseline"],
                          capture_output=True, text=True, timeout=300)
