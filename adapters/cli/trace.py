@@ -29,6 +29,7 @@ def register(sub) -> None:
 
 def _describe(result) -> list[str]:
     """Lines saying what was written."""
+    import numpy as np
     t = result.table
     lines = [f"wrote {result.path} ({result.rows} rows)"]
     if result.kind == "demand":
@@ -36,7 +37,7 @@ def _describe(result) -> list[str]:
         dur = t.column("duration_s").to_numpy()
         gpu = t.column("gpu").to_numpy()
         lines.append(f"arrivals {arr.min():g} .. {arr.max():g} s (span {(arr.max() - arr.min()) / 86400:.1f} "
-                     f"days); run median {float(_median(dur)):g} s; {int((gpu > 0).sum())} rows "
+                     f"days); run median {float(np.median(dur)):g} s; {int((gpu > 0).sum())} rows "
                      f"ask for GPUs")
         lines.append(f"replay it: vecsched replay {result.path} --from 0 --duration 1h "
                      f"(worker groups: the bundled openb ones, or --groups FILE)")
@@ -45,11 +46,6 @@ def _describe(result) -> list[str]:
             f"{n} x{m}" for n, m in zip(t.column("type").to_pylist(),
                                         t.column("max_workers").to_pylist())))
     return lines
-
-
-def _median(x):
-    import numpy as np
-    return np.median(x)
 
 
 def run_import(args) -> int:
