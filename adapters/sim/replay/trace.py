@@ -206,8 +206,9 @@ def load(trace=None, groups=None, window: Window = Window(),
     capped = np.array([c is not None for c in caps], dtype=bool)
     spread = {g for g, c in zip(group_ids, caps) if g is not None and c == 1}
     # Capped units never join the overlay's groups (Ray Serve refuses a per-node cap
-    # with placement group bundles).
-    pg = build_gangs(len(rows), group_ids, gangs, fits_type[unit_shape] & ~capped,
+    # with placement group bundles); nor do warm-start units (already running: a group
+    # with a later unit would pull that unit's arrival to t = 0).
+    pg = build_gangs(len(rows), group_ids, gangs, fits_type[unit_shape] & ~capped & ~warm,
                      fits_merged, spread_groups=spread)
     cap_note = _caps_note(table, capped, len(spread))
     rows = np.asarray(rows, dtype=np.int64)

@@ -46,7 +46,7 @@ def _progress_line(k: int, n: int, label: str, row: dict, seconds: float) -> str
     cost = "-" if row.get("cost") is None else f"{row['cost']:,.1f}"
     return (f"[{k}/{n}] {label}: pending p95 {row['pending_p95_s']:.0f} s, cost {cost}, "
             f"GPU-h {row['gpu_hours']:.1f}, never placed {row['never_placed']} "
-            f"({seconds:.1f} s)")
+            f"(done {seconds:.1f} s after its submission)")
 
 
 def _start_ray(address: Optional[str], num_cpus: Optional[int]):

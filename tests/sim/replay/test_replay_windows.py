@@ -211,3 +211,13 @@ def test_the_command_states_the_load_it_replays(files, tmp_path):
                           "--from", "1h", "--pods", "3", "--scheduler", "baseline"],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "exclude each other" in bad.stdout + bad.stderr
+
+
+def test_the_gang_overlay_leaves_the_warm_start_alone(files):
+    from vecsched.adapters.sim.replay.placement_groups import GangOverlay
+    d, g = files
+    t = load(d, g, Window(t_from=1000.0, t_to=1500.0), GangOverlay(1.0, seed=0))
+    assert t.gangs.G > 0
+    grouped = t.gangs.unit_gang >= 0
+    assert not (grouped & t.warm).any()
+    assert np.all(t.arrival_s[t.warm] == 0.0) and t.n_warm == 5
