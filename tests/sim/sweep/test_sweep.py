@@ -159,3 +159,31 @@ def test_cli_bad_grid_is_one_error_line(tmp_path):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: g.toml grid.scheduler: unknown")
+
+
+@pytest.mark.cluster
+def test_the_cells_run_on_an_existing_cluster_by_its_address(tmp_path):
+    """--address: a running two-node Ray cluster (a head with no CPU), joined rather than
+    started; both cells run on its worker nodes and match the cells run here."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster as RayCluster
+    grid = parse(_doc(scheduler=["baseline"], seed=[0, 1]), "g")
+    cluster = RayCluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        lines: list[str] = []
+        address = cluster.address
+        out = run_sweep(grid, tmp_path, address=address, echo=lines.append)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert (out.run, out.skipped, out.failed) == (2, 0, [])
+    assert any(f"running on Ray ({address}, 2 CPUs)" in line for line in lines), lines
+    rows = read_rows(tmp_path)
+    for cell, got in zip(grid.cells, rows):
+        want = run_cell(cell.params)
+        assert got["key"] == cell.key
+        assert (got["pending_p95_s"], got["node_hours"], got["placed"]) == \
+            (want["pending_p95_s"], want["node_hours"], want["placed"])
