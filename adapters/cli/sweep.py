@@ -9,6 +9,7 @@ run is one ``error:`` line, exit 2; exit 1 when a cell failed.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 
 def register(sub) -> None:
@@ -48,7 +49,7 @@ def report(outcome, grid, out_dir, echo=print) -> None:
     except ImportError:
         echo("(no pareto.png: matplotlib is not installed; pip install 'vecsched[cli]')")
     else:
-        echo(f"results: {out_dir}/results.parquet; plot: {path}")
+        echo(f"results: {Path(out_dir) / 'results.parquet'}; plot: {path}")
 
 
 def run(args) -> int:

@@ -16,11 +16,12 @@ wall-clock ones.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .grid import Grid
-from .results import read_rows, write_rows
+from .results import RESULTS, read_rows, write_rows
 
 
 @dataclass
@@ -79,7 +80,7 @@ def run_sweep(grid: Grid, out_dir, *, address: Optional[str] = None,
         if c.key not in done:
             todo.append(c)
     out = SweepOutcome(skipped=len(order) - len(todo))
-    echo(f"{len(order)} cells; {out.skipped} already in {out_dir}/results.parquet, "
+    echo(f"{len(order)} cells; {out.skipped} already in {Path(out_dir) / RESULTS}, "
          f"{len(todo)} to run")
     if todo:
         ray, started = _start_ray(address, num_cpus)
