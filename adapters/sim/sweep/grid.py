@@ -13,6 +13,7 @@ A TOML file (standard library ``tomllib``)::
     pods = 300                       # a window by rows (start, pods) ...
     arrival_scale = 200
     # from = "12d"; to = "13d"; duration = "6h"; warm_start = true; compress = 1
+    # gangs = 0.2                    # this workload's --gangs overlay share (else the axis)
 
     [catalogues.double-gpu-price]    # optional: worker-group catalogues and prices
     groups = "openb_nodes"           # a bundled set or a Parquet path
@@ -55,7 +56,7 @@ KNOBS = ("idle_timeout_s", "max_concurrent_launches", "upscaling_speed",
          "pending_idle_timeout_s", "preemption_rate_per_h", "launch_failure_rate")
 AXES = ("workload", "scheduler", "seed", "catalogue", "gangs") + KNOBS
 WORKLOAD_KEYS = ("trace", "groups", "pods", "start", "from", "to", "duration", "warm_start",
-                 "arrival_scale", "compress")
+                 "arrival_scale", "compress", "gangs")
 CATALOGUE_KEYS = ("groups", "price_factor", "gpu_price_factor", "prices", "only",
                   "max_workers")
 CONFIG_KEYS = tuple(f.name for f in fields(ReplayConfig))
@@ -164,6 +165,11 @@ def _workload(name: str, spec, src: str, base: Path) -> dict:
         if not isinstance(spec["warm_start"], bool):
             raise GridError(f"{where}.warm_start", "must be true or false")
         out["warm_start"] = spec["warm_start"]
+    if "gangs" in spec:
+        g = spec["gangs"]
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g <= 1:
+            raise GridError(f"{where}.gangs", f"must be a share within [0, 1], got {g!r}")
+        out["gangs"] = float(g)
     if {"from", "to", "duration"} & set(out) and {"pods", "start"} & set(out):
         raise GridError(where, "a window by time (from / to / duration) or by rows "
                         "(start / pods), not both")
@@ -263,11 +269,16 @@ def parse(doc: dict, source: str = "grid", base: Path = Path(".")) -> Grid:
             ReplayConfig(**config, **dict(zip(KNOBS, combo)))
     except (TypeError, ValueError) as e:
         raise GridError(where, str(e)) from None
+    fixed = [n for n, w in workloads.items() if "gangs" in w]
+    if fixed and "gangs" in grid:
+        raise GridError(f"{where}.gangs", f"workloads {', '.join(fixed)} set their own gangs "
+                        f"share: give it per workload or as an axis, not both")
     varied = [k for k in AXES if len(axes[k]) > 1]
     cells = []
     for i, combo in enumerate(itertools.product(*(axes[k] for k in AXES))):
         p = dict(zip(AXES, combo))
         p["workload_spec"] = workloads[p["workload"]]
+        p["gangs"] = p["workload_spec"].get("gangs", p["gangs"])
         p["catalogue_spec"] = catalogues.get(p["catalogue"]) if p["catalogue"] else None
         p["config"] = config
         p["varied"] = varied

@@ -187,3 +187,65 @@ def test_the_cells_run_on_an_existing_cluster_by_its_address(tmp_path):
         assert got["key"] == cell.key
         assert (got["pending_p95_s"], got["node_hours"], got["placed"]) == \
             (want["pending_p95_s"], want["node_hours"], want["placed"])
+
+
+# The efficient-mode issue's workload suite (tests/sim/replay/test_replay_quality.py's
+# WINDOWS) as a grid: docs/sweep.md shows the same file.
+SUITE = """
+[workloads.openb-300-openb]
+trace = "openb"
+groups = "openb_nodes"
+pods = 300
+arrival_scale = 200
+[workloads.openb-300-pai2020]
+trace = "openb"
+groups = "pai2020_nodes"
+pods = 300
+arrival_scale = 200
+[workloads.openb-300-spot2026]
+trace = "openb"
+groups = "spot2026_nodes"
+pods = 300
+arrival_scale = 200
+[workloads."openb-3000+500"]
+trace = "openb"
+start = 3000
+pods = 500
+arrival_scale = 200
+[workloads."openb-1000+500-x100"]
+trace = "openb"
+start = 1000
+pods = 500
+arrival_scale = 100
+[workloads.gpuspec33-500]
+trace = "openb_gpuspec33"
+pods = 500
+arrival_scale = 200
+[workloads.openb-500-gangs]
+trace = "openb"
+pods = 500
+arrival_scale = 200
+gangs = 0.2
+[grid]
+scheduler = ["engine", "baseline", "efficient"]
+"""
+
+
+def test_the_efficient_workload_suite_is_a_grid(tmp_path):
+    import tomllib
+    from vecsched.adapters.sim.replay import GangOverlay, Window, replay
+    grid = parse(tomllib.loads(SUITE), "suite.toml")
+    assert len(grid.cells) == 21
+    gangs = {c.params["workload"]: c.params["gangs"] for c in grid.cells}
+    assert gangs["openb-500-gangs"] == 0.2 and gangs["openb-300-openb"] == 0.0
+    cell = next(c for c in grid.cells if c.params["workload"] == "openb-300-pai2020"
+                and c.params["scheduler"] == "baseline")
+    got = run_cell(cell.params)
+    want = replay("openb", "baseline", groups="pai2020_nodes",
+                  window=Window(start=None, pods=300, arrival_scale=200.0),
+                  gangs=GangOverlay(0.0, seed=0)).metrics
+    for k in ("placed", "pending_p95_s", "node_hours", "gpu_hours", "cost"):
+        assert got[k] == want[k], k
+    with pytest.raises(GridError, match="per workload or as an axis"):
+        parse(tomllib.loads(SUITE.replace('scheduler = ["engine"', 'gangs = [0.0]\n'
+                                          'scheduler = ["engine"')), "suite.toml")
