@@ -16,7 +16,8 @@ from .errors import check_output_dir, require_extras, run_guarded
 # The extras each subcommand needs, checked before it starts (a subcommand may set its
 # own with set_defaults(needs=...)).
 NEEDS = {"demo": ("cli",), "replay": ("cli",), "ha-demo": ("cli", "ha"),
-         "kuberay-demo": ("cli", "ray"), "explain": ("cli", "ray"), "warmup": ()}
+         "kuberay-demo": ("cli", "ray"), "explain": ("cli", "ray"), "warmup": (),
+         "trace": (), "sweep": ("cli", "ray")}
 # Subcommands whose --out is checked here, before they start (the others check their
 # own, after their other arguments).
 OUT_CHECKED_HERE = ("kuberay-demo",)
@@ -101,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .explain import register as _explain
     _kuberay_demo(sub)                 # vecsched kuberay-demo (adapters/cli/kuberay.py)
     _explain(sub)                      # vecsched explain (adapters/cli/explain.py)
+    from . import sweep as _sweep, trace as _trace
+    _trace.register(sub)               # vecsched trace import (adapters/cli/trace.py)
+    _sweep.register(sub)               # vecsched sweep (adapters/cli/sweep.py)
     cli_warmup.add_parser(sub)
     _plain_help(ap)
     return ap

@@ -140,15 +140,30 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
                         "engine,baseline,ray)")
     r.add_argument("--out", default="replay-out", help="directory for the plots and "
                                                       "summary.json (default: replay-out)")
+    r.add_argument("--from", dest="t_from", default=None, metavar="TIME",
+                   help="window by time: replay the arrivals from TIME on (trace seconds, or "
+                        "with a unit: 90s, 30m, 2h, 12d); the pods alive then run from t = 0 "
+                        "(see --warm-start)")
+    r.add_argument("--to", dest="t_to", default=None, metavar="TIME",
+                   help="window by time: up to TIME (exclusive; default: the trace's end)")
+    r.add_argument("--duration", default=None, metavar="TIME",
+                   help="window by time: TIME long (from --from, or up to --to, or from the "
+                        "trace's first arrival)")
+    r.add_argument("--warm-start", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the pods alive at the window's start from t = 0 on nodes the "
+                        "scheduler under test launches for them (default: on for a window "
+                        "by time, off for a window by rows)")
     r.add_argument("--pods", type=int, default=None,
-                   help="how many pods (trace rows) to replay (default 2000)")
+                   help="window by rows: how many pods (trace rows) to replay (the bundled "
+                        "demo: 2000)")
     r.add_argument("--start", type=int, default=None,
-                   help="first trace row of the window (default: the last --pods rows)")
+                   help="window by rows: first trace row (default: the last --pods rows)")
     r.add_argument("--compress", type=float, default=1.0,
                    help="divide inter-arrival times and durations by F (default 1)")
     r.add_argument("--arrival-scale", type=float, default=None,
-                   help="divide inter-arrival times only by K: K times the load "
-                        "(default 200)")
+                   help="divide inter-arrival times only by K: K times the load (default 1, "
+                        "the recorded rate; 200 only for the bundled demo: a bundled trace "
+                        "without --from/--to/--duration)")
     r.add_argument("--gangs", type=float, default=0.0, metavar="SHARE",
                    help="gang overlay: group about SHARE of the pods (e.g. 0.2) into "
                         "placement groups of 2-8 bundles, strategies PACK / SPREAD / "
@@ -186,13 +201,70 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
     r.epilog = METRICS_HELP.format(share=HELD_SHARE, ticks=HELD_MIN_TICKS)
 
 
+# A trace file replayed with no window given: its last 6 hours of arrivals, with the
+# work alive before them as a warm start (a whole trace of weeks at 5 s ticks would take
+# hours); the header says so.
+DEFAULT_LAST_S = 6 * 3600.0
+
+
+def replay_window(args, demo):
+    """The replay's ``Window`` from the command line: by time (--from / --to /
+    --duration) or by rows (--start / --pods). The arrival scale is 1 (the recorded
+    rate) unless --arrival-scale is given, except for the bundled demo: a bundled trace
+    replayed by rows, whose default is ``demo``'s window and scale (200x), stated in the
+    header with how to turn it off. A trace file with no window: its last
+    ``DEFAULT_LAST_S`` of arrivals (the whole trace if it is shorter), stated."""
+    from vecsched.adapters.sim.replay.window import Window, parse_seconds
+    from vecsched.adapters.traces import BUNDLED, TRACES
+    t_from = None if args.t_from is None else parse_seconds(args.t_from, "--from")
+    t_to = None if args.t_to is None else parse_seconds(args.t_to, "--to")
+    if args.duration is not None:
+        span = parse_seconds(args.duration, "--duration")
+        if span <= 0:
+            raise ValueError(f"--duration must be > 0, got {args.duration!r}")
+        if t_from is not None and t_to is not None:
+            raise ValueError("--duration: give two of --from, --to and --duration")
+        if t_to is not None:
+            t_from = max(0.0, t_to - span)
+        else:
+            t_from = 0.0 if t_from is None else t_from
+            t_to = t_from + span
+    by_time = t_from is not None or t_to is not None
+    by_rows = args.pods is not None or args.start is not None
+    if by_time and by_rows:
+        raise ValueError("--from/--to/--duration (a window by time) and --start/--pods (a "
+                         "window by rows) exclude each other")
+    bundled = args.trace is None or args.trace in TRACES or args.trace in BUNDLED
+    scale, note = args.arrival_scale, ""
+    if not by_time and bundled:                  # the bundled demo: a row window, x200
+        if scale is None:
+            scale, note = demo.arrival_scale, ("the bundled demo's default; --arrival-scale 1 "
+                                               "for the recorded rate")
+        start = args.start if args.start is not None else (demo.start if args.pods is None
+                                                           else None)
+        return Window(start=start, pods=args.pods if args.pods is not None else demo.pods,
+                      compress=args.compress, arrival_scale=scale,
+                      warm_start=args.warm_start, note=note)
+    if scale is None:
+        scale = 1.0
+    if by_time:
+        return Window(start=0, compress=args.compress, arrival_scale=scale,
+                      t_from=t_from, t_to=t_to, warm_start=args.warm_start)
+    if not by_rows:                              # a trace file, no window: its last hours
+        return Window(start=0, compress=args.compress, arrival_scale=scale,
+                      last_s=DEFAULT_LAST_S, warm_start=args.warm_start)
+    return Window(start=args.start, pods=args.pods, compress=args.compress,
+                  arrival_scale=scale, warm_start=args.warm_start)
+
+
 def summary(trace, config, results, *, compile_s: float, wall_s: float,
             extra: dict | None = None) -> dict:
     """What ``summary.json`` holds: the trace and its scaling, the config, one metrics
     dict per scheduler (``schedulers.<name>``, same keys for every scheduler), the Ray
     check, and any ``extra`` top-level keys."""
     from vecsched.adapters.sim.replay.metrics import DEFINITIONS
-    out = {"trace": trace.name, "scaling": trace.scaling, "warnings": trace.warnings,
+    out = {"trace": trace.name, "scaling": trace.scaling, "load": trace.load_info,
+           "warnings": trace.warnings,
            "placement_groups": trace.gangs.describe(), "caps": trace.caps,
            "config": asdict(config),
            "price_source": trace.price_source, "definitions": list(DEFINITIONS),
@@ -271,11 +343,7 @@ def run_replay(args) -> int:
                       "engine runs through Ray's protobuf interface; pip install "
                       "'vecsched[ray]')[/yellow]")
     try:
-        window = Window(start=args.start if args.start is not None else DEFAULT_WINDOW.start,
-                        pods=args.pods if args.pods is not None else DEFAULT_WINDOW.pods,
-                        compress=args.compress,
-                        arrival_scale=(args.arrival_scale if args.arrival_scale is not None
-                                       else DEFAULT_WINDOW.arrival_scale))
+        window = replay_window(args, DEFAULT_WINDOW)
         config = ReplayConfig(seed=args.seed, idle_timeout_s=args.idle_timeout,
                               tail_s=args.tail, max_concurrent_launches=args.max_launches,
                               upscaling_speed=args.upscaling_speed,
@@ -291,7 +359,7 @@ def run_replay(args) -> int:
                   f"{len(trace.shapes)} shapes, {len(trace.types) - 1} worker groups + head")
     for line in terms_lines(args.trace, args.groups):
         console.print(line, style="dim", highlight=False)
-    console.print(f"scaling: {trace.scaling}")
+    console.print(f"load replayed: {trace.scaling}")
     if trace.gangs.G:
         console.print(f"placement groups: {trace.gangs.describe()}")
     if trace.caps:
@@ -305,6 +373,12 @@ def run_replay(args) -> int:
                        checker.make if checker else make, Replay, args.progress_every)
 
     from vecsched.adapters.sim.replay.report import hours_table, legend, summary_table
+    for r in results:
+        w = r.metrics.get("warm_start") or {}
+        if w.get("units"):
+            console.print(f"warm start, {r.scheduler}: {w['placed']} of {w['units']} pods "
+                          f"placed at t = 0 on {w['nodes']} nodes it launched for them",
+                          highlight=False)
     console.print(summary_table(results))
     for line in legend(results):
         console.print(line, style="dim", highlight=False)

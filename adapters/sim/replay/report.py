@@ -53,8 +53,9 @@ def summary_table(results):
         ("placed", lambda m: f"{m['placed']}"),
         ("never placed: still pending", lambda m: f"{m['still_pending']}"),
         ("never placed: infeasible", lambda m: f"{m['infeasible']}"),
-        ("requeued (node lost) / lost GPU-h",
-         lambda m: f"{m['requeued']} / {m.get('lost_gpu_hours', 0.0):.1f}"),
+        ("requeued (node lost) / lost CPU-h / GPU-h",
+         lambda m: f"{m['requeued']} / {m.get('lost_cpu_hours', 0.0):.1f} / "
+                   f"{m.get('lost_gpu_hours', 0.0):.1f}"),
         ("pending time p50 / p95 / p99 (s)",
          lambda m: f"{m['pending_p50_s']:.0f} / {m['pending_p95_s']:.0f} / "
                    f"{m['pending_p99_s']:.0f}"),
