@@ -11,6 +11,7 @@ from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, RequestS
 from vecsched.engine.model.validate import check_plan
 
 from tests.engine.baseline.test_baseline import random_case
+from tests.kits.paths import BENCH
 
 FIELDS = ("launch", "term_node", "term_cause", "term_value", "infeasible", "infeasible_why",
           "place_slot", "place_run", "place_count", "new_type", "cluster_resources")
@@ -86,7 +87,6 @@ def test_batched_picks_equal_one_at_a_time(scenario, monkeypatch):
     """Taking runs of identical picks at once (twins, fresh templates) must give
     exactly the plan of picking one node at a time."""
     import sys
-    from pathlib import Path
     sys.path.insert(0, str(BENCH))
     from benchmarks.common import cluster_v2, engine_problem
 
@@ -147,7 +147,6 @@ def capped_against_twin(specs, slack: int, monkeypatch) -> tuple:
 def bench_on_path() -> None:
     """bench/benchmarks importable (the seeded cluster generators)."""
     import sys
-    from pathlib import Path
     sys.path.insert(0, str(BENCH))
 
 
