@@ -5,7 +5,7 @@ existing node with room, then to the first node opened earlier this tick, then
 to new nodes of the first configured type that can hold one unit; only where
 the run's label selectors hold. A run with an anti-affinity puts at most one
 unit on a node and none on a node carrying its label (Ray adds the label on
-placement, RAY_V2_SEMANTICS.md 4.7).
+placement, docs/ray-semantics.md §4.7).
 
 Runs are placed with counts (``min_r floor(free[r] / qty[r])`` units per node),
 never unit by unit, so a tick costs O(S * (N + J) * R) numpy work.

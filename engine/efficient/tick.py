@@ -34,6 +34,8 @@ from vecsched.engine.model.dtypes import CNT, IDX, Cause, Kind, Status, Why
 from vecsched.engine.model.fits import fit_count, selector_mask
 from vecsched.engine.model.plan import Plan
 from vecsched.engine.model.problem import Problem
+from vecsched.engine.model.termination import (cap_victims, longest_idle_first, outdated_terms,
+                                               type_idle_timeouts)
 from .cost import Costs
 from .gang_place import gang_batch, place_gangs
 from .options import EfficientOptions
@@ -67,8 +69,7 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
 
 def _outdated(st: State) -> None:
     p = st.p
-    for n in np.flatnonzero(p.node_outdated & st.terminable).tolist():
-        st.terms.append((n, Cause.OUTDATED, 0))
+    st.terms += outdated_terms(p, st.terminable)
     if p.disable_launch_config_check:
         return
     for n in range(p.N):
@@ -94,9 +95,7 @@ def _victims(st: State, cand: np.ndarray, k: int) -> np.ndarray:
         return cand[:0]
     total = np.where(p.node_total[cand] > 0, p.node_total[cand], 1.0)
     util = ((p.node_total[cand] - st.free[cand]) / total).mean(axis=1)
-    # pending first (nothing runs there yet), longest idle, least used, lowest index
-    order = np.lexsort((cand, util, -p.node_idle_ms[cand], p.node_has_ray[cand]))
-    return cand[order][:k]
+    return cap_victims(p, cand, k, util)
 
 
 def _caps(st: State) -> None:
@@ -164,15 +163,12 @@ def _why(st: State, s: int) -> int:
 def _idle(st: State) -> None:
     p = st.p
     N = p.N
-    per_type = np.where(p.type_configured & ~np.isnan(p.type_idle_timeout_s),
-                        p.type_idle_timeout_s, p.idle_timeout_s)
-    timeout = per_type[p.node_type]
+    timeout = type_idle_timeouts(p)[p.node_type]
     with np.errstate(invalid="ignore"):
         idle = (st.alive[:N] & st.terminable & ~st.received[:N] & p.node_has_ray
                 & (p.node_status == Status.RAY_RUNNING) & ~np.isnan(timeout)
                 & (p.node_idle_ms > timeout * 1000.0))
-    cand = np.flatnonzero(idle)
-    for n in cand[np.lexsort((cand, -p.node_idle_ms[cand]))].tolist():
+    for n in longest_idle_first(p, np.flatnonzero(idle)).tolist():
         if not st.keeps_min(n):
             st.terminate(n, Cause.IDLE, int(p.node_idle_ms[n]))
 
