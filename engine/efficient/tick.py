@@ -204,8 +204,8 @@ def _assemble(st: State, run_order, infeasible, why, placements, **extra) -> Pla
     p = st.p
     new_type = np.asarray(st.new_types, IDX)
     return assemble_plan(p, Decisions(
-        new_type=new_type, new_template=new_type, terms=Terminations.of_list(st.terms),
+        new_type=new_type, terms=Terminations.of_list(st.terms),
         placements=Placements.of_triples(placements, p.S),
         infeasible=infeasible, infeasible_why=why, run_order=run_order,
         cluster_resources=kept_totals(p, st.alive[:p.N], launch_counts(new_type, p.T))),
-        pending_since={}, **extra)
+        **extra)
