@@ -27,7 +27,7 @@ from vecsched.engine import schedule  # noqa: E402
 from vecsched.engine.baseline.ffd import schedule_baseline  # noqa: E402
 from vecsched.engine.efficient import EfficientOptions  # noqa: E402
 from vecsched.engine.solver import assignment_of_plan, build_instance, cross_check_plan, solve  # noqa: E402
-from tests.ganggen import gang_tick, plain_tick  # noqa: E402
+from tests.kits.ganggen import gang_tick, plain_tick  # noqa: E402
 
 
 EFFICIENT = EfficientOptions()
