@@ -16,8 +16,8 @@ from vecsched.engine.baseline.ffd import schedule_baseline
 from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
 from vecsched.engine.model.dtypes import Status
 from vecsched.engine.model.requests import GangSpec
-from vecsched.engine.solver import (assignment_value, build_instance, check_assignment, check_plan,
-                           greedy_assignment, plan_value, solve)
+from vecsched.engine.solver import (assignment_value, build_instance, check_assignment,
+                                    cross_check_plan, greedy_assignment, plan_value, solve)
 
 from tests.kits.ganggen import gang_tick, plain_tick
 from tests.kits.solver_kit import brute_force, problem_of, small_case
@@ -81,7 +81,7 @@ def test_every_mode_feasible_in_the_model_and_gap_nonnegative(kind):
         res = solve(inst, deterministic_limit=10)
         assert res.feasible
         for name, plan, gp in _plans(p):
-            chk = check_plan(inst, plan, res, gang_place=gp)
+            chk = cross_check_plan(inst, plan, res, gang_place=gp)
             assert chk.feasible is True, (seed, name, chk.why)
             assert chk.gap >= 0, (seed, name, chk)
             if res.optimal:
@@ -97,7 +97,7 @@ def test_efficient_packing_is_checked_directly_and_is_optimal_on_small_gang_tick
         inst = build_instance(p)
         plan = schedule(p, mode="efficient")
         res = solve(inst, deterministic_limit=10)
-        chk = check_plan(inst, plan, res, gang_place=plan.stats["gang_place"])
+        chk = cross_check_plan(inst, plan, res, gang_place=plan.stats["gang_place"])
         assert chk.feasible is True and chk.why == "the plan's own packing", (seed, chk)
         optimal += chk.optimal
     assert optimal >= 9
