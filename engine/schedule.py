@@ -1,4 +1,4 @@
-"""One tick: Problem in, Plan out (the phases of RAY_V2_SEMANTICS.md §3 in order)."""
+"""One tick: Problem in, Plan out (the phases of docs/ray-semantics.md §3 in order)."""
 from __future__ import annotations
 
 import math

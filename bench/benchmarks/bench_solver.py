@@ -6,7 +6,7 @@ the model and the efficient mode's plan (the solver's hint, as in
 ``bench/cross_check.py``); ``CrossCheck.time_solve`` times one solve (one worker,
 seed 0, at most 5 deterministic seconds: the 200-bundle tick of seed 0 hits it,
 about 10 s, unproven). ``CrossCheckQuality`` records quality beside speed
-(DESIGN.md §6 item 10) up to 100 bundles: the gap of ray-compat's and the
+(docs/design.md §6 item 10) up to 100 bundles: the gap of ray-compat's and the
 efficient mode's plans to the solver's proven bound, and whether the optimum
 was proven (the smoke run stays short).
 """

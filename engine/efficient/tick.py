@@ -1,6 +1,6 @@
 """One efficient-mode tick: Problem in, Plan out.
 
-The phases follow Ray's (RAY_V2_SEMANTICS.md §3) where they are not a packing
+The phases follow Ray's (docs/ray-semantics.md §3) where they are not a packing
 choice, with its crash-class and lifecycle quirks fixed; the packing is the
 mode's own (``pack``, ``gangs``):
 

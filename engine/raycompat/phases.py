@@ -1,4 +1,4 @@
-"""The ordered phases of one tick (RAY_V2_SEMANTICS.md §3), each a small function
+"""The ordered phases of one tick (docs/ray-semantics.md §3), each a small function
 over the Context. Section numbers refer to that document."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """vecsched.engine.solver: the CP-SAT model against exhaustive enumeration, bound
-sandwiches (never exact assignments: DESIGN.md house style 9), every mode's plan
+sandwiches (never exact assignments: docs/design.md §6 item 9), every mode's plan
 feasible in the model with a gap >= 0, determinism, and the import boundaries
 (importable without OR-Tools; never imported on the ray-compat path)."""
 from __future__ import annotations
