@@ -2,7 +2,7 @@
 Parquet I/O and the bundled traces shipped as package data (``parquet``), and the
 mapping of rows to engine inputs (``mapping``); a CSV of your own to those tables with a
 TOML mapping file (``csv_import``, ``map_file``, ``expressions``; ``vecsched trace
-import``, docs/traces.md). ``bundled/README.md`` documents the
+import``, docs/traces.md). ``data/README.md`` documents the
 tables column by column, how each bundled file was derived, and their licences.
 
     from vecsched.adapters import traces as T
