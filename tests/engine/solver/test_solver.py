@@ -48,6 +48,7 @@ def test_optimum_equals_exhaustive_enumeration(block):
     assert checked > 40          # most cases have demand to place
 
 
+@pytest.mark.slow
 def test_bound_sandwich_under_a_tight_work_limit():
     """With too little work to prove anything the bound still sandwiches: bound <=
     the exhaustive... here the best plan known (every mode's, the greedy's) and
@@ -72,6 +73,7 @@ def _plans(p):
 
 
 @pytest.mark.parametrize("kind", ["gangs", "plain"])
+@pytest.mark.slow
 def test_every_mode_feasible_in_the_model_and_gap_nonnegative(kind):
     for seed in range(8):
         p = gang_tick(seed, bundles=30, plain=True) if kind == "gangs" else \
