@@ -1,5 +1,5 @@
-"""The documentation names only files that exist, and cites only documents inside the
-repository.
+"""The documentation names only files that exist, the code cites only sections that
+exist, and nothing cites a document outside the repository.
 
 Every backticked span in README.md, docs/*.md, bench/README.md and data/README.md that
 reads as a repository path (it starts with one of the repository's top-level folders,
@@ -107,3 +107,42 @@ def test_no_file_cites_a_document_outside_the_repository():
     if res.returncode not in (0, 1):
         pytest.skip(f"not a git checkout: {res.stderr.strip()}")
     assert res.stdout.splitlines() == []
+
+
+_SECTION_CITE = re.compile(r"(design\.md )?§\s?(\d+(?:\.\d+)?)")
+_HEADING = re.compile(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", re.M)
+
+
+def cited_sections(text: str) -> list[tuple[str, str]]:
+    """(page, section) for every `§n` or `§n.m` in the text: `docs/design.md §n` cites
+    the design, every other `§` the Ray semantics page."""
+    return [("design.md" if d else "ray-semantics.md", n)
+            for d, n in _SECTION_CITE.findall(text)]
+
+
+def missing_sections(repo: Path) -> list[str]:
+    """`file: page §n` for every cited section the page has no heading for."""
+    headings = {page: set(_HEADING.findall((repo / "docs" / page).read_text("utf-8")))
+                for page in ("ray-semantics.md", "design.md")}
+    out = []
+    for folder in ("engine", "adapters", "bench", "tests"):
+        for path in sorted((repo / folder).rglob("*.py")):
+            for page, n in cited_sections(path.read_text(encoding="utf-8")):
+                if n not in headings[page]:
+                    out.append(f"{path.relative_to(repo)}: {page} §{n}")
+    return out
+
+
+def test_every_section_the_code_cites_exists():
+    assert missing_sections(REPO) == []
+
+
+def test_a_missing_section_is_reported(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "ray-semantics.md").write_text("## 4. Packing\n### 4.8 Score\n")
+    (tmp_path / "docs" / "design.md").write_text("## 6. House style\n")
+    (tmp_path / "engine").mkdir()
+    wrong = "§" + "4.10"   # in pieces, so that this file cites no missing section itself
+    (tmp_path / "engine" / "a.py").write_text(
+        f'"""The score (§4.8), packing (§4), house style (docs/design.md §6), {wrong}."""\n')
+    assert missing_sections(tmp_path) == [f"engine/a.py: ray-semantics.md {wrong}"]
