@@ -158,6 +158,7 @@ def test_odd_but_valid_dumps_are_explained(kind, tmp_path, capsys):
     assert "summary" in json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_same_dump_same_explanation_in_every_process(tmp_path):
     """Protobuf iterates maps in an order that may change between processes; the
     explanation of one dump must not (shapes are listed by resource name)."""

@@ -189,6 +189,7 @@ _CONTENDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_replicas_starting_together_exactly_one_leads(api):
     """Two processes take a fresh Lease at the same instant, 10 times: the API
     server's create / compare-and-swap lets exactly one of them in."""

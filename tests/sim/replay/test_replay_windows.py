@@ -186,6 +186,7 @@ def test_the_arrival_scale_is_200_only_for_the_bundled_demo():
         replay_window(_args(t_from="1h", t_to="2h", duration="5m"), DEFAULT_WINDOW)
 
 
+@pytest.mark.slow
 def test_the_command_states_the_load_it_replays(files, tmp_path):
     d, g = files
     out = subprocess.run([sys.executable, "-m", "vecsched.adapters.cli.main", "replay", str(d),
