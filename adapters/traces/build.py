@@ -196,7 +196,7 @@ def main(argv=None) -> int:
     ap.add_argument("--raw", type=Path, default=REPO.parent / "shared" / "traces" / "raw",
                     help="directory of the raw CSVs (default: shared/traces/raw beside the repository)")
     ap.add_argument("--out", type=Path, default=parquet.DATA_DIR,
-                    help="output directory (default: adapters/traces/bundled)")
+                    help="output directory (default: data/, the bundled package data)")
     args = ap.parse_args(argv)
     raw, out = args.raw.resolve(), args.out
     if not raw.is_dir():
