@@ -6,7 +6,8 @@ import argparse
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "ha-demo", help="two autoscaler replicas on Redis: a leader killed, a leader paused",
+        "ha-demo", help="two autoscaler replicas (lease in Redis or a Kubernetes Lease): a leader "
+             "killed, a leader paused",
         description="Start a private redis-server and two autoscaler replicas (separate "
                     "processes) on a trace replay against a shared simulated cloud; "
                     "SIGKILL the leader mid-scale-up, SIGSTOP the next leader past its "
