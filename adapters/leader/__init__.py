@@ -1,7 +1,7 @@
 """Leader election for the autoscaler: a lease with a fencing token (epoch), writes
 fenced by it in Redis, and the passive-replica gate (`Lease.token()`).
 
-    lease.py          Lease, LeaseBackend (the interface a Kubernetes Lease would
+    lease.py          Lease, LeaseBackend (the interface both backends
                       implement), LeaseKeeper, stats
     redis_backend.py  the lease as a Redis key with expiry, changed by Lua
     kube_backend.py   the lease as a Kubernetes coordination.k8s.io/v1 Lease
