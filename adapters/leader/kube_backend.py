@@ -29,9 +29,11 @@ can repeat after a restart, and a zombie with a reused identity would renew a te
 that is not its own).
 
 Deleting the Lease object restarts ``leaseTransitions``; a backend that saw a higher
-epoch creates the new object above it, but a replica that never saw the old one
-cannot know it (as with a Redis that lost its data; the fenced records carry the
-epochs, see ``fenced.py``).
+epoch creates the new object above it, and ``try_acquire``'s ``floor`` (which
+``Lease`` passes: the highest epoch the replica knows of, from its own grants and
+from durable places such as the fenced records or the cloud's fence) lifts the
+grant above epochs this backend never saw. Only a replica that knows of no such
+epoch anywhere could be granted one again (as with a Redis that lost its data).
 """
 from __future__ import annotations
 
@@ -204,10 +206,19 @@ class KubeLeaseBackend(LeaseBackend):
         return new
 
     # ---- LeaseBackend -------------------------------------------------------------------
-    def try_acquire(self, holder: str, ttl_ms: int) -> Grant:
+    def try_acquire(self, holder: str, ttl_ms: int, floor: int = 0) -> Grant:
+        """Take the Lease if it is free, expired by this backend's observation, or
+        ours, with ``leaseTransitions`` set one above the highest of its current
+        value and ``floor`` (the highest epoch the acquirer knows of from elsewhere:
+        the fenced records, the cloud's fence), so a Lease object that was deleted
+        and recreated, or restored from an old backup, never hands out an epoch that
+        was already used."""
+        floor = int(floor)
+        if floor < 0:
+            raise ValueError(f"floor must be >= 0, got {floor!r}")
         obj = self._get()
         if obj is None:
-            epoch = self.max_epoch_seen + 1
+            epoch = max(self.max_epoch_seen, floor) + 1
             body = self._record({"apiVersion": API, "kind": "Lease",
                                  "metadata": {"name": self.name, "namespace": self.namespace}},
                                 holder, ttl_ms, epoch, acquire=True)
@@ -220,7 +231,7 @@ class KubeLeaseBackend(LeaseBackend):
             return self._grant(self._get(), False)     # somebody else created it first
         if self._held_by_other(obj, holder):
             return self._grant(obj, False)
-        epoch = _spec(obj)[1] + 1
+        epoch = max(_spec(obj)[1], floor) + 1
         ok, out = self._put(self._record(obj, holder, ttl_ms, epoch, acquire=True))
         if ok:
             return Grant(True, epoch, holder, int(ttl_ms))

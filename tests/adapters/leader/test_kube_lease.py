@@ -283,3 +283,37 @@ def test_bad_configuration_names_the_field(api, kw, field):
         KubeLeaseBackend(url, ns, name, **args)
     with pytest.raises(ValueError, match="name"):
         new_holder_id("two words")
+
+
+# ------------------------------------------------------------------ the epoch floor
+
+def test_grant_is_above_the_floor_and_above_lease_transitions(api):
+    """The epoch granted is one above max(leaseTransitions, floor), on create and on
+    takeover, and the Lease object records it."""
+    b = _backend(api)
+    g = b.try_acquire("A", 1000, floor=7)
+    assert g.acquired and g.epoch == 8 and _object(api)["spec"]["leaseTransitions"] == 8
+    assert b.release("A", 8)
+    g = b.try_acquire("B", 1000, floor=3)          # a floor below: leaseTransitions wins
+    assert g.acquired and g.epoch == 9
+    assert b.release("B", 9)
+    g = b.try_acquire("A", 1000, floor=20)         # a floor above: the floor wins
+    assert g.acquired and g.epoch == 21 and _object(api)["spec"]["leaseTransitions"] == 21
+    with pytest.raises(ValueError, match="floor"):
+        b.try_acquire("A", 1000, floor=-1)
+
+
+def test_a_recreated_lease_object_never_regrants_an_epoch_the_lease_knew_of(api):
+    """The Lease object deleted (its leaseTransitions restart): a replica whose backend
+    never saw the old object, but which knows epoch 5 from elsewhere (the fenced
+    records, the cloud's fence), is granted 6 through `Lease`'s floor, not 1."""
+    a = _lease(api, "A")
+    for _ in range(5):
+        assert a.try_acquire()
+        a.release()
+    assert a.max_epoch_seen == 5
+    api.store.delete("leases", NAMESPACE, NAME, "test")
+    b = _lease(api, "B", floor_source=lambda: 5)   # a fresh process: a fresh backend
+    assert b.try_acquire() and b.epoch == 6
+    assert b.stats.epoch_regressions == 0
+    assert _object(api)["spec"]["leaseTransitions"] == 6
