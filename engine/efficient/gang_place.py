@@ -16,8 +16,8 @@ STRICT_* constraints go first (fewest ways to fit), then the largest (normalised
 size), then input order. The pass placing the most bundles, then launching the
 cheapest nodes, wins.
 
-Then, when OR-Tools is installed and the tick has at most ``gang_cpsat_bundles``
-bundles in groups, CP-SAT (``vecsched.engine.solver``) solves all groups at once over
+Then, when the tick has at most ``gang_cpsat_bundles`` bundles in groups (OR-Tools
+is then required: ``options``), CP-SAT (``vecsched.engine.solver``) solves all groups at once over
 the nodes as they are and new nodes within the launch room, hinted with the
 winning pass, within ``cpsat_dtime`` deterministic seconds (one worker, seed
 0: reproducible); its packing replaces the pass's when it is strictly better.
@@ -34,7 +34,6 @@ from __future__ import annotations
 import numpy as np
 
 from vecsched.engine.model.fits import gang_items, gang_strategy
-from vecsched.engine.solver.cpsat import have_ortools
 from vecsched.engine.solver.instance import EXISTING, build_slot_instance
 from .cost import Costs
 from .options import EfficientOptions
@@ -102,7 +101,7 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict):
     how, largest, tight = PASSES[v]
     stats["gang_pass"] = how + ("" if largest else "-input-order") + ("-tight" if tight else "")
     nb = int(sum(b[2].sum() for b in batches))
-    if opts.gang_cpsat_bundles > 0 and nb <= opts.gang_cpsat_bundles and have_ortools():
+    if opts.gang_cpsat_bundles > 0 and nb <= opts.gang_cpsat_bundles:   # options: has OR-Tools
         stats["gang_cpsat"] = 1
         better = _cpsat(st, costs, opts, batches, place, best[0])
         if better is not None:

@@ -19,7 +19,7 @@ class EfficientOptions:
     tick's demand fills alone, which favours small nodes.
 
     ``gang_cpsat_bundles``: when the tick's placement groups hold at most this
-    many bundles, CP-SAT (if OR-Tools is installed) packs them all at once within
+    many bundles, CP-SAT packs them all at once within
     ``cpsat_dtime`` deterministic seconds (one worker, seed 0: reproducible),
     hinted with the best heuristic packing, and its packing is kept when strictly
     cheaper. 0 turns it off. (About 0.1-1 s of wall time at 50-100 bundles, up to
@@ -48,6 +48,13 @@ class EfficientOptions:
     stops the ray node for any termination but an idle one): only for work that
     restarts (tasks with retries, actors with restarts, gang jobs excluded: a
     node hosting placement-group bundles is never chosen).
+
+    OR-Tools: with ``gang_cpsat_bundles`` above 0 (the default) the mode needs CP-SAT
+    (the neighbourhood search runs only after it), and constructing the options where
+    OR-Tools does not import raises ``SolverUnavailable`` (an ImportError) naming the
+    option, rather than planning differently from an install that has it.
+    ``gang_cpsat_bundles=0`` plans placement groups by heuristics alone: the same plans
+    on every install.
     """
     prices: Optional[Mapping[str, float]] = None
     gpu_weight: float = 1.0
@@ -81,3 +88,15 @@ class EfficientOptions:
                 if isinstance(x, bool) or not isinstance(x, (int, float)) \
                         or not math.isfinite(x) or x <= 0:
                     raise ValueError(f"options.prices[{k!r}]: must be a number > 0, got {x!r}")
+        self._require_ortools()
+
+    @property
+    def uses_cpsat(self) -> bool:
+        """Whether the CP-SAT steps (gang packing, then the neighbourhood search) are on."""
+        return self.gang_cpsat_bundles > 0
+
+    def _require_ortools(self) -> None:
+        if self.uses_cpsat:
+            from vecsched.engine.solver.cpsat import require_ortools
+            require_ortools(f"the efficient mode (options.gang_cpsat_bundles="
+                            f"{self.gang_cpsat_bundles})")
