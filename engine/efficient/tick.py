@@ -16,8 +16,8 @@ mode's own (``pack``, ``gangs``):
 5. placement groups (``gangs``), each all or nothing;
 6. plain demand, existing nodes first, then new ones (``pack``);
 7. idle termination as Ray's (per-type timeout, nothing placed, never below
-   ``min_worker_nodes``), and with ``cancel_pending`` the pending nodes the plan
-   does not need;
+   ``min_worker_nodes``), and with ``cancel_pending`` the QUEUED nodes the plan
+   does not need (with ``cancel_booting`` the booting ones too);
 8. with ``consolidate`` (opt-in), on a tick with nothing pending, low-use GPU
    nodes whose work fits on another node (``consolidate``).
 
@@ -54,7 +54,7 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
     run_order, infeasible, why, placements = _demand(st, costs, opts)
     _idle(st)
     if opts.cancel_pending:
-        _cancel_pending(st, costs)
+        _cancel_pending(st, opts.cancel_booting)
     consolidate(st, opts)
     return _assemble(st, run_order, infeasible, why, placements, con_bad, gang_bad, gang_order,
                      stats)
@@ -174,12 +174,16 @@ def _idle(st: State) -> None:
             st.terminate(n, Cause.IDLE, int(p.node_idle_ms[n]))
 
 
-def _cancel_pending(st: State, costs: Costs) -> None:
-    """Pending nodes the plan puts nothing on, that no gang of the tick could use."""
+def _cancel_pending(st: State, booting: bool) -> None:
+    """Pending nodes the plan puts nothing on, that no gang of the tick could use: the
+    QUEUED ones (the cloud was not asked yet), and with ``booting`` the ALLOCATED and
+    RAY_INSTALLING ones too (``EfficientOptions.cancel_booting`` says why not by
+    default)."""
     p = st.p
     N = p.N
+    statuses = Status.PENDING_TERMINABLE if booting else (Status.QUEUED,)
     pend = (st.alive[:N] & st.terminable & ~st.received[:N] & (p.node_kind != Kind.HEAD)
-            & np.isin(p.node_status, Status.PENDING_TERMINABLE))
+            & np.isin(p.node_status, statuses))
     if not pend.any():
         return
     if p.G:
