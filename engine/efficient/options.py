@@ -3,7 +3,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
+
+# The shares of ``tick_budget_s`` given to the CP-SAT gang packing and to the
+# neighbourhood search, in deterministic seconds; the rest is the heuristics'.
+CPSAT_SHARE = 0.5
+LNS_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,19 @@ class EfficientOptions:
     restarts (tasks with retries, actors with restarts, gang jobs excluded: a
     node hosting placement-group bundles is never chosen).
 
+    ``tick_budget_s`` (default None: no budget, the limits above as they are): the
+    CP-SAT steps' share of one tick. The gang packing gets at most ``CPSAT_SHARE`` of
+    it and the neighbourhood search ``LNS_SHARE``, in CP-SAT's deterministic seconds
+    (work units: the same input gives the same plan on any machine, at any load);
+    both are anytime (they keep the best packing found so far). ``clock`` (a
+    monotonic clock in seconds, e.g. ``time.perf_counter``; None: no guard) adds a
+    wall-clock guard: a CP-SAT step that would start after the budget is spent is
+    skipped, and a solve is stopped when the tick's wall time reaches the budget;
+    either is counted in the plan's ``stats["budget_guard"]`` (then the plan may
+    depend on the machine's speed: the count says so). The heuristic passes are not
+    budgeted (issue 22: their numba kernels are not written yet), so the tick can
+    still take longer than the budget on large problems.
+
     OR-Tools: with ``gang_cpsat_bundles`` above 0 (the default) the mode needs CP-SAT
     (the neighbourhood search runs only after it), and constructing the options where
     OR-Tools does not import raises ``SolverUnavailable`` (an ImportError) naming the
@@ -76,6 +94,8 @@ class EfficientOptions:
     keep_gpu_for_gpu: bool = True
     consolidate: float = 0.0
     consolidate_per_tick: int = 1
+    tick_budget_s: Optional[float] = None
+    clock: Optional[Callable[[], float]] = None
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -98,6 +118,13 @@ class EfficientOptions:
                 if isinstance(x, bool) or not isinstance(x, (int, float)) \
                         or not math.isfinite(x) or x <= 0:
                     raise ValueError(f"options.prices[{k!r}]: must be a number > 0, got {x!r}")
+        b = self.tick_budget_s
+        if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float))
+                              or not math.isfinite(b) or b <= 0):
+            raise ValueError(f"options.tick_budget_s: must be None or a number > 0, got {b!r}")
+        if self.clock is not None and not callable(self.clock):
+            raise ValueError(f"options.clock: must be None or a callable returning seconds, "
+                             f"got {self.clock!r}")
         self._require_ortools()
 
     @property
@@ -110,3 +137,17 @@ class EfficientOptions:
             from vecsched.engine.solver.cpsat import require_ortools
             require_ortools(f"the efficient mode (options.gang_cpsat_bundles="
                             f"{self.gang_cpsat_bundles})")
+
+    @property
+    def cpsat_limit(self) -> float:
+        """The gang packing's work limit (deterministic seconds) under the budget."""
+        if self.tick_budget_s is None:
+            return self.cpsat_dtime
+        return min(self.cpsat_dtime, CPSAT_SHARE * self.tick_budget_s)
+
+    @property
+    def lns_limit(self) -> float:
+        """The neighbourhood search's total work limit under the budget."""
+        if self.tick_budget_s is None:
+            return self.lns_dtime
+        return min(self.lns_dtime, LNS_SHARE * self.tick_budget_s)

@@ -35,6 +35,7 @@ from vecsched.engine.model.problem import Problem
 from .cost import Costs
 from .gang_place import gang_batch, place_gangs
 from .options import EfficientOptions
+from .budget import Guard
 from .consolidate import consolidate
 from .place import place_batch
 from .state import State
@@ -42,6 +43,7 @@ from .state import State
 
 def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> Plan:
     opts = options if options is not None else EfficientOptions()
+    guard = Guard(opts)
     st = State(p)
     costs = Costs(p, opts)
     stats: dict = {"scheduler": "efficient"}
@@ -49,13 +51,15 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
     _min_workers(st)
     _caps(st)
     con_bad = _constraint(st, costs, opts)
-    gang_bad, gang_order, gang_place = place_gangs(st, costs, opts, stats)
+    gang_bad, gang_order, gang_place = place_gangs(st, costs, opts, stats, guard)
     stats["gang_place"] = gang_place
     run_order, infeasible, why, placements = _demand(st, costs, opts)
     _idle(st)
     if opts.cancel_pending:
         _cancel_pending(st, opts.cancel_booting)
     consolidate(st, opts)
+    if opts.tick_budget_s is not None:
+        stats["budget_guard"] = guard.fired
     return _assemble(st, run_order, infeasible, why, placements, con_bad, gang_bad, gang_order,
                      stats)
 
