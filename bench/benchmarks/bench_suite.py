@@ -20,6 +20,7 @@ from . import common  # noqa: F401,I001  (first: puts the repo root on sys.path)
 import dataclasses
 import importlib.util
 import os
+import sys
 
 import vecsched.engine as engine
 
@@ -30,8 +31,12 @@ _SUITE_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
 
 def _suite():
     """bench/suite.py as a module (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("vecsched_bench_suite", _SUITE_PY)
+    name = "vecsched_bench_suite"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, _SUITE_PY)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod          # dataclasses look their module up while defining
     spec.loader.exec_module(mod)
     return mod
 
