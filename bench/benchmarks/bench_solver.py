@@ -16,7 +16,7 @@ from . import common  # noqa: F401,I001  (first: puts the repo root on sys.path)
 
 from vecsched.engine import schedule
 from vecsched.engine.solver import assignment_of_plan, build_instance, check_plan, solve
-from tests.ganggen import gang_tick
+from tests.kits.ganggen import gang_tick
 
 _LIMIT = 5.0
 
