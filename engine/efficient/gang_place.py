@@ -17,10 +17,11 @@ size), then input order. The pass placing the most bundles, then launching the
 cheapest nodes, wins.
 
 Then, when the tick has at most ``gang_cpsat_bundles`` bundles in groups (OR-Tools
-is then required: ``options``), CP-SAT (``vecsched.engine.solver``) solves all groups at once over
-the nodes as they are and new nodes within the launch room, hinted with the
-winning pass, within ``cpsat_dtime`` deterministic seconds (one worker, seed
-0: reproducible); its packing replaces the pass's when it is strictly better.
+is then required: ``options``), CP-SAT (``vecsched.engine.solver``) solves all groups
+at once over the nodes as they are and new nodes within the launch room, hinted with
+the winning pass, within ``cpsat_dtime`` deterministic seconds (``options.cpsat_limit``
+under a tick budget; one worker, seed 0: reproducible); its packing replaces the
+pass's when it is strictly better.
 Then a neighbourhood search (``lns.py``, ``lns_dtime``) re-packs a few nodes'
 gangs at a time while that makes the launches cheaper.
 
