@@ -12,7 +12,9 @@ mapping choice is documented in data/README.md. The worker groups' ``price`` is
 ILLUSTRATIVE (``group_prices.py``; the metadata key ``vecsched.price_source`` says so).
 
 Schema version 2 (custom ``resources``, ``app`` / ``max_per_node``): none of the raw
-traces converted here has them, so this script writes version-1 demand files. A
+traces converted here has them, so this script writes version-1 demand files for them.
+The one version-2 pair it writes is synthetic: ``services_pods`` / ``services_nodes``,
+generated from a fixed seed by ``synth_services.py`` (no raw file). A
 converter for a trace that has them maps, per request (``mapping.py`` turns the columns
 into Ray's terms):
 
@@ -40,6 +42,7 @@ from . import mapping
 from . import parquet
 from . import group_prices as prices
 from . import schema
+from . import synth_services
 
 REPO = Path(__file__).resolve().parents[2]        # the repository root, in a checkout
 
@@ -52,6 +55,8 @@ OPENB = "alibaba-gpu-v2023-openb"
 PODS = {
     "openb_pods.parquet": f"{OPENB}/openb_pod_list_default.csv",
     "openb_gpuspec33_pods.parquet": f"{OPENB}/openb_pod_list_gpuspec33.csv",
+    "openb_cpu250_pods.parquet": f"{OPENB}/openb_pod_list_cpu250.csv",
+    "openb_gpushare100_pods.parquet": f"{OPENB}/openb_pod_list_gpushare100.csv",
 }
 OPENB_NODES = f"{OPENB}/openb_node_list_all_node.csv"
 PAI_NODES = "alibaba-pai-v2020-machines/pai_machine_spec.csv"
@@ -191,6 +196,18 @@ def convert_spot_nodes(raw: Path) -> tuple[pa.Table, dict]:
     return groups_table(keys)
 
 
+def write_services(out: Path) -> None:
+    """The seeded synthetic services workload (``synth_services.py``): demand and groups."""
+    meta = {"vecsched.source": "synthetic: vecsched.adapters.traces.synth_services",
+            "vecsched.seed": str(synth_services.SEED)}
+    table = parquet.write_demand(synth_services.demand(synth_services.SEED),
+                                 out / "services_pods.parquet", metadata=meta)
+    print(f"services_pods.parquet: {{'rows': {table.num_rows}}}")
+    parquet.write_worker_groups(synth_services.worker_groups(), out / "services_nodes.parquet",
+                                metadata={**meta, "vecsched.price_source": prices.SOURCE})
+    print(f"services_nodes.parquet: {{'types': {len(synth_services.GROUPS)}}}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--raw", type=Path, default=REPO.parent / "shared" / "traces" / "raw",
@@ -223,6 +240,7 @@ def main(argv=None) -> int:
         parquet.write_worker_groups(table, out / fname,
                                    metadata=source_meta(rel, verify(raw, rel), **extra))
         print(f"{fname}: {stats}")
+    write_services(out)
     for f in sorted(out.glob("*.parquet")):
         print(f"{f.name}: {f.stat().st_size} bytes")
     return 0

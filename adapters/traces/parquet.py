@@ -26,6 +26,10 @@ DATA_DIR = Path(_data.__file__).resolve().parent
 BUNDLED = {
     "openb": "openb_pods.parquet",
     "openb_gpuspec33": "openb_gpuspec33_pods.parquet",
+    "openb_cpu250": "openb_cpu250_pods.parquet",
+    "openb_gpushare100": "openb_gpushare100_pods.parquet",
+    "services": "services_pods.parquet",
+    "services_nodes": "services_nodes.parquet",
     "openb_nodes": "openb_nodes.parquet",
     "pai2020_nodes": "pai2020_nodes.parquet",
     "spot2026_nodes": "spot2026_nodes.parquet",
@@ -33,6 +37,9 @@ BUNDLED = {
 TRACES = {                                      # trace name -> (demand, worker groups)
     "openb": ("openb", "openb_nodes"),
     "openb_gpuspec33": ("openb_gpuspec33", "openb_nodes"),
+    "openb_cpu250": ("openb_cpu250", "openb_nodes"),
+    "openb_gpushare100": ("openb_gpushare100", "openb_nodes"),
+    "services": ("services", "services_nodes"),   # synthetic (synth_services.py)
 }
 DEFAULT_TRACE = "openb"
 WORKER_GROUP_SETS = ("openb_nodes", "pai2020_nodes", "spot2026_nodes")

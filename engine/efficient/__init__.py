@@ -6,8 +6,9 @@ deterministic plans chosen for cost rather than for Ray's decisions.
   resource ratios fit the demand mix (pending plus running), per price;
 - multi-resource packing (``pack``): dot-product filling of new nodes, tightest
   fit on existing ones, GPU nodes kept for GPU work;
-- placement groups best of k (``gangs``), with CP-SAT for small ones when
-  OR-Tools is installed (deterministic: one worker, seed 0, a work limit);
+- placement groups best of k (``gangs``), with CP-SAT for small ones
+  (deterministic: one worker, seed 0, a work limit; OR-Tools is a dependency, and
+  where it is missing ``EfficientOptions`` raises rather than plan differently);
 - no idle node stranded: pending nodes nothing needs are cancelled, never one a
   forming placement group could use (``tick``).
 

@@ -16,11 +16,12 @@ STRICT_* constraints go first (fewest ways to fit), then the largest (normalised
 size), then input order. The pass placing the most bundles, then launching the
 cheapest nodes, wins.
 
-Then, when OR-Tools is installed and the tick has at most ``gang_cpsat_bundles``
-bundles in groups, CP-SAT (``vecsched.engine.solver``) solves all groups at once over
-the nodes as they are and new nodes within the launch room, hinted with the
-winning pass, within ``cpsat_dtime`` deterministic seconds (one worker, seed
-0: reproducible); its packing replaces the pass's when it is strictly better.
+Then, when the tick has at most ``gang_cpsat_bundles`` bundles in groups (OR-Tools
+is then required: ``options``), CP-SAT (``vecsched.engine.solver``) solves all groups
+at once over the nodes as they are and new nodes within the launch room, hinted with
+the winning pass, within ``cpsat_dtime`` deterministic seconds (``options.cpsat_limit``
+under a tick budget; one worker, seed 0: reproducible); its packing replaces the
+pass's when it is strictly better.
 Then a neighbourhood search (``lns.py``, ``lns_dtime``) re-packs a few nodes'
 gangs at a time while that makes the launches cheaper.
 
@@ -34,7 +35,6 @@ from __future__ import annotations
 import numpy as np
 
 from vecsched.engine.model.fits import gang_items, gang_strategy
-from vecsched.engine.solver.cpsat import have_ortools
 from vecsched.engine.solver.instance import EXISTING, build_slot_instance
 from .cost import Costs
 from .options import EfficientOptions
@@ -81,7 +81,7 @@ PASSES = (("myopic", True, False), ("myopic", True, True), ("myopic", False, Fal
           ("joint", True, False), ("joint", True, True))
 
 
-def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict):
+def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, guard=None):
     """Place every gang; returns ((G,) bool infeasible, processing order, (B, 3)
     rows (gang, bundle position, slot))."""
     p = st.p
@@ -102,15 +102,16 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict):
     how, largest, tight = PASSES[v]
     stats["gang_pass"] = how + ("" if largest else "-input-order") + ("-tight" if tight else "")
     nb = int(sum(b[2].sum() for b in batches))
-    if opts.gang_cpsat_bundles > 0 and nb <= opts.gang_cpsat_bundles and have_ortools():
+    cpsat = opts.gang_cpsat_bundles > 0 and nb <= opts.gang_cpsat_bundles  # options: OR-Tools
+    if cpsat and not (guard is not None and guard.spent()):
         stats["gang_cpsat"] = 1
-        better = _cpsat(st, costs, opts, batches, place, best[0])
+        better = _cpsat(st, costs, opts, batches, place, best[0], guard)
         if better is not None:
             stats["gang_cpsat_better"] = 1
             bad, place = better
-        if opts.lns_dtime > 0 and nb > 0:
+        if opts.lns_limit > 0 and nb > 0:
             before = _placed_price(costs, place)
-            place = improve_lns(st, costs, batches, place, budget=opts.lns_dtime)
+            place = improve_lns(st, costs, batches, place, budget=opts.lns_limit, guard=guard)
             if _placed_price(costs, place) < before:
                 stats["gang_lns_better"] = 1
     return bad, order, _rows(_commit(st, batches, place), batches)
@@ -219,7 +220,8 @@ def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, 
 
 # ---- CP-SAT over every gang of the tick ---------------------------------------------------
 
-def _cpsat(st: State, costs: Costs, opts: EfficientOptions, batches, place, best_key):
+def _cpsat(st: State, costs: Costs, opts: EfficientOptions, batches, place, best_key,
+           guard=None):
     """The CP-SAT packing of all gangs when strictly better than the pass's
     (best_key = (unplaced bundles, price)): (bad, placements with ``("new", j)``
     keys for its launches), or None. ``st`` is untouched."""
@@ -234,7 +236,10 @@ def _cpsat(st: State, costs: Costs, opts: EfficientOptions, batches, place, best
     if offset[-1] != inst.I:
         return None
     hint = hint_of(inst, place, offset)
-    res = solve(inst, hint=hint, deterministic_limit=opts.cpsat_dtime)
+    res = solve(inst, hint=hint, deterministic_limit=opts.cpsat_limit,
+                time_limit_s=guard.remaining() if guard is not None else None)
+    if guard is not None:
+        guard.cut(res.status)
     if not res.feasible:
         return None
     unplaced = int(sum(int(inst.gang_bundles[g]) for g in np.flatnonzero(~res.placed_gangs)))

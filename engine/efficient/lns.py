@@ -26,14 +26,17 @@ from .state import State
 
 
 def improve_lns(st: State, costs: Costs, batches, place: list, *, nodes: int = 3,
-                dtime: float = 0.2, budget: float = 1.0, max_bundles: int = 80) -> list:
+                dtime: float = 0.2, budget: float = 1.0, max_bundles: int = 80,
+                guard=None) -> list:
     """A packing no dearer than ``place`` (the same gangs placed). ``st`` is the
     state before any gang is placed and is left so. ``nodes``: new nodes per
-    neighbourhood; ``dtime``: work limit per re-pack; ``budget``: total work."""
+    neighbourhood; ``dtime``: work limit per re-pack; ``budget``: total work;
+    ``guard``: the tick's wall-clock guard (``budget.Guard``), which stops the search
+    (anytime: the best packing so far is kept) when the tick's wall time is spent."""
     from vecsched.engine.solver.cpsat import solve
     spent = 0.0
     tried: set = set()
-    while spent < budget:
+    while spent < budget and not (guard is not None and guard.spent()):
         hood = _next_hood(st, costs, batches, place, nodes, max_bundles, tried)
         if hood is None:
             return place
@@ -57,7 +60,10 @@ def improve_lns(st: State, costs: Costs, batches, place: list, *, nodes: int = 3
                 continue
             moved = [pl for pl in place if pl[0] in hood]
             hint = hint_of(inst, moved, offset, key_of)
-            res = solve(inst, hint=hint, deterministic_limit=dtime)
+            res = solve(inst, hint=hint, deterministic_limit=min(dtime, budget),
+                        time_limit_s=guard.remaining() if guard is not None else None)
+            if guard is not None:
+                guard.cut(res.status)
             spent += max(float(res.deterministic_s), 1e-3)
             if not res.feasible or not bool(np.all(res.placed_gangs)):
                 continue

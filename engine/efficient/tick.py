@@ -16,8 +16,8 @@ mode's own (``pack``, ``gangs``):
 5. placement groups (``gangs``), each all or nothing;
 6. plain demand, existing nodes first, then new ones (``pack``);
 7. idle termination as Ray's (per-type timeout, nothing placed, never below
-   ``min_worker_nodes``), and with ``cancel_pending`` the pending nodes the plan
-   does not need;
+   ``min_worker_nodes``), and with ``cancel_pending`` the QUEUED nodes the plan
+   does not need (with ``cancel_booting`` the booting ones too);
 8. with ``consolidate`` (opt-in), on a tick with nothing pending, low-use GPU
    nodes whose work fits on another node (``consolidate``).
 
@@ -39,6 +39,7 @@ from vecsched.engine.model.termination import (cap_victims, longest_idle_first, 
 from .cost import Costs
 from .gang_place import gang_batch, place_gangs
 from .options import EfficientOptions
+from .budget import Guard
 from .consolidate import consolidate
 from .place import place_batch
 from .state import State
@@ -46,6 +47,7 @@ from .state import State
 
 def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> Plan:
     opts = options if options is not None else EfficientOptions()
+    guard = Guard(opts)
     st = State(p)
     costs = Costs(p, opts)
     stats: dict = {"scheduler": "efficient"}
@@ -53,13 +55,15 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
     _min_workers(st)
     _caps(st)
     con_bad = _constraint(st, costs, opts)
-    gang_bad, gang_order, gang_place = place_gangs(st, costs, opts, stats)
+    gang_bad, gang_order, gang_place = place_gangs(st, costs, opts, stats, guard)
     stats["gang_place"] = gang_place
     run_order, infeasible, why, placements = _demand(st, costs, opts)
     _idle(st)
     if opts.cancel_pending:
-        _cancel_pending(st, costs)
+        _cancel_pending(st, opts.cancel_booting)
     consolidate(st, opts)
+    if opts.tick_budget_s is not None:
+        stats["budget_guard"] = guard.fired
     return _assemble(st, run_order, infeasible, why, placements,
                      constraint_infeasible=bool(con_bad), gang_infeasible=gang_bad,
                      gang_order=np.asarray(gang_order, IDX), stats=stats)
@@ -173,12 +177,16 @@ def _idle(st: State) -> None:
             st.terminate(n, Cause.IDLE, int(p.node_idle_ms[n]))
 
 
-def _cancel_pending(st: State, costs: Costs) -> None:
-    """Pending nodes the plan puts nothing on, that no gang of the tick could use."""
+def _cancel_pending(st: State, booting: bool) -> None:
+    """Pending nodes the plan puts nothing on, that no gang of the tick could use: the
+    QUEUED ones (the cloud was not asked yet), and with ``booting`` the ALLOCATED and
+    RAY_INSTALLING ones too (``EfficientOptions.cancel_booting`` says why not by
+    default)."""
     p = st.p
     N = p.N
+    statuses = Status.PENDING_TERMINABLE if booting else (Status.QUEUED,)
     pend = (st.alive[:N] & st.terminable & ~st.received[:N] & (p.node_kind != Kind.HEAD)
-            & np.isin(p.node_status, Status.PENDING_TERMINABLE))
+            & np.isin(p.node_status, statuses))
     if not pend.any():
         return
     if p.G:

@@ -37,18 +37,33 @@ from .instance import NEW, Instance, SolverUnavailable
 def _cp_model():
     try:
         from ortools.sat.python import cp_model
-    except ImportError as e:       # the solver extra is optional
-        raise SolverUnavailable("vecsched.engine.solver needs OR-Tools: pip install 'vecsched[solver]' "
+    except ImportError as e:       # a dependency of vecsched, but an install may lack it
+        raise SolverUnavailable("vecsched.engine.solver needs OR-Tools, a dependency of vecsched "
+                                f"that this environment lacks: pip install 'ortools>=9.10' "
                                 f"(import failed: {e})") from e
     return cp_model
 
 
 def have_ortools() -> bool:
+    """True when OR-Tools' CP-SAT imports."""
     try:
         _cp_model()
     except SolverUnavailable:
         return False
     return True
+
+
+def require_ortools(user: str) -> None:
+    """Raise ``SolverUnavailable`` naming ``user`` (what needs CP-SAT, e.g. the option
+    that turns it on) when OR-Tools does not import; nothing otherwise."""
+    try:
+        _cp_model()
+    except SolverUnavailable as e:
+        raise SolverUnavailable(f"{user} needs OR-Tools' CP-SAT, and it does not import here: "
+                                f"pip install 'ortools>=9.10' (a dependency of vecsched), or "
+                                f"turn the CP-SAT steps off with EfficientOptions("
+                                f"gang_cpsat_bundles=0), which plans placement "
+                                f"groups by heuristics alone (other plans). {e}") from None
 
 
 @dataclass(frozen=True, eq=False)

@@ -100,6 +100,7 @@ class InstanceRecord:
     node_id: str = ""
     node_kind: int = Kind.WORKER
     termination_cause: int = 0          # dtypes.Cause of the scale-down; 0 = none
+    cancelled_before_join: bool = False  # terminated by the scheduler before ray ran on it
 
     @property
     def n_requests(self) -> int:
@@ -131,6 +132,9 @@ class Move:
     node_kind: int | None = None
     cause: int | None = None
     create: bool = False
+    # A scheduler's termination of an instance whose ray node never joined (QUEUED,
+    # ALLOCATED, RAY_INSTALLING): a launch cancelled, whatever cause the scheduler gave.
+    cancelled_before_join: bool = False
 
 
 class InvalidMove(ValueError):
@@ -327,6 +331,8 @@ class InstanceStore:
                     setattr(rec, name, value)
             if m.cause is not None:
                 rec.termination_cause = m.cause
+            if m.cancelled_before_join:
+                rec.cancelled_before_join = True
             rec.status = m.to_status
             rec.status_history.append((m.to_status, ts))
         self.version += 1
@@ -365,7 +371,8 @@ class InstanceStore:
                 to = S.TERMINATING
             else:                               # ray may be running: drain / stop it first
                 to = S.RAY_STOP_REQUESTED
-            moves.append(Move(instance_id, to, cause=int(cause)))
+            moves.append(Move(instance_id, to, cause=int(cause),
+                              cancelled_before_join=to != S.RAY_STOP_REQUESTED))
         items = launches.items() if isinstance(launches, Mapping) else launches
         for instance_type, count in items:
             if int(count) < 0:

@@ -22,7 +22,13 @@ Definitions (all times simulated, except the scheduler's and the replay's wall t
 - **running / allocated instances per tick** (the plots, peak and mean): records whose
   ray node is up (RAY_RUNNING, or draining) / whose cloud instance exists (ALLOCATED up
   to TERMINATED: what node-hours bill), the head included.
-- **terminations**: the scheduler's terminations the instance store applied, by cause.
+- **terminations**: the scheduler's terminations the instance store applied, by cause;
+  a termination of an instance whose ray node never joined (QUEUED, ALLOCATED,
+  RAY_INSTALLING) is a launch cancelled and counts under its own cause,
+  ``CANCELLED_BEFORE_JOIN``, whatever cause the scheduler gave (the efficient mode's
+  ``cancel_pending`` says IDLE). **cancelled before join** counts them, by stage:
+  *queued* (never requested from the cloud: free) and *booting* (allocated: billed
+  from ALLOCATED to TERMINATED for nothing).
 - **requeued**: units that lost their node while running (preempted, or stopped by a
   termination that was not idle: ``efficient-consolidate``'s CONSOLIDATE) and went back
   to pending to restart; **lost CPU-hours / GPU-hours**: the CPU- and GPU-hours they
@@ -69,7 +75,10 @@ DEFINITIONS = (
     "records queued by that limit",
     "requeued: units whose node went away while they ran, restarted from scratch; lost "
     "CPU-h / GPU-h: what they had run",
+    "cancelled before join (queued / booting): the scheduler's terminations of instances "
+    "whose ray node never joined, counted under the cause CANCELLED_BEFORE_JOIN (not IDLE)",
 )
+CANCELLED = "CANCELLED_BEFORE_JOIN"     # the terminations_by_cause key of a cancelled launch
 
 
 def _pct(x, q) -> float:
@@ -92,6 +101,7 @@ class Metrics:
         self.launches = 0
         self.launches_by_type: Counter = Counter()
         self.terminations: Counter = Counter()        # by cause name
+        self.cancelled: Counter = Counter()           # cancelled before join, by stage
         self.rejected_ticks = 0
         self.rejections: list[str] = []
         self.launch_ticks = 0                         # launch steps with QUEUED records
@@ -103,6 +113,9 @@ class Metrics:
             if m.create:
                 self.launches += 1
                 self.launches_by_type[m.instance_type] += 1
+            elif m.cause is not None and m.cancelled_before_join:
+                self.terminations[CANCELLED] += 1
+                self.cancelled["queued" if m.to_status == S.TERMINATED else "booting"] += 1
             elif m.cause is not None:
                 self.terminations[Cause.NAMES.get(m.cause, str(m.cause))] += 1
 
@@ -250,6 +263,8 @@ def summarize(replay, end_s: float, wall_s: float) -> dict:
         "peak_queued": int(max(m.queued, default=0)),
         "terminations": sum(m.terminations.values()),
         "terminations_by_cause": dict(sorted(m.terminations.items())),
+        "cancelled_before_join": sum(m.cancelled.values()),
+        "cancelled_before_join_by_stage": {k: m.cancelled[k] for k in ("queued", "booting")},
         "launch_limits": limits,
         "ticks": len(m.t),
         "rejected_ticks": m.rejected_ticks,

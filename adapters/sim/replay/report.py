@@ -73,6 +73,9 @@ def summary_table(results):
                    f"({m['peak_allocated']} / {m['mean_allocated']:.0f})"),
         ("launches held: max-launches / speed (ticks)", _held),
         ("terminations", lambda m: f"{m['terminations']}"),
+        ("cancelled before join: queued / booting",
+         lambda m: f"{m['cancelled_before_join_by_stage']['queued']} / "
+                   f"{m['cancelled_before_join_by_stage']['booting']}"),
         ("ticks (lost)", lambda m: f"{m['ticks']} ({m['rejected_ticks']})"),
         ("tick time p50 / p99 (ms)",
          lambda m: f"{m['tick_p50_ms']:.1f} / {m['tick_p99_ms']:.1f}"),

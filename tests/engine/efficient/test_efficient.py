@@ -203,20 +203,22 @@ def test_unneeded_pending_nodes_cancelled_but_not_one_a_group_could_use():
     types = [NodeTypeSpec("cpu", {"CPU": 8.0}, max_workers=10),
              NodeTypeSpec("big", {"CPU": 64.0}, max_workers=10)]
     nodes = [_pending("cpu", Status.RAY_INSTALLING), _pending("cpu", Status.REQUESTED),
-             _pending("big", Status.ALLOCATED)]
+             _pending("big", Status.ALLOCATED), _pending("big", Status.QUEUED)]
     p = build_problem(types, nodes, [RequestSpec({"CPU": 8.0})], idle_timeout_s=60.0)
     plan = efficient(p)
     assert plan.n_launched == 0
-    # demand goes to the most advanced node; the ALLOCATED one nothing needs is
-    # cancelled; the REQUESTED one cannot be (quirk Q13)
-    assert plan.terminations() == [(2, "IDLE")]
+    # demand goes to the most advanced node; the QUEUED one nothing needs is cancelled
+    # (the cloud was never asked); the booting ALLOCATED one is kept by default and
+    # cancelled only with cancel_booting; the REQUESTED one cannot be (quirk Q13)
+    assert plan.terminations() == [(3, "IDLE")]
+    assert efficient(p, cancel_booting=True).terminations() == [(3, "IDLE"), (2, "IDLE")]
     assert efficient(p, cancel_pending=False).terminations() == []
-    # a placement group that a 64-CPU node could hold keeps the big pending node
+    # a placement group that a 64-CPU node could hold keeps the big pending nodes
     gang = GangSpec([RequestSpec({"CPU": 40.0})] * 1)
     p = build_problem(types, nodes, [RequestSpec({"CPU": 8.0})], gangs=[gang],
                       idle_timeout_s=60.0)
-    plan = efficient(p)
-    assert 2 not in [n for n, _ in plan.terminations()]
+    plan = efficient(p, cancel_booting=True)
+    assert not {2, 3} & {n for n, _ in plan.terminations()}
     assert not plan.gang_infeasible.any()
 
 
