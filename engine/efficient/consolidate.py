@@ -21,15 +21,21 @@ node. On a tick with nothing pending (no demand, no placement group, no
   not see: the label selectors of running work, so work that selects node labels
   may find no room and go pending, and get a node launched as any demand does.)
 
-At most ``consolidate_per_tick`` victims a tick, terminated with cause
-CONSOLIDATE (sent to Ray as OUTDATED, the details saying why: Ray's enum has no
-consolidation cause, and Ray stops the ray node for any cause but IDLE).
+At most ``consolidate_per_tick`` victims a tick, and no more than the disruption
+budget leaves (``disruption.py``: nodes opted out by label or worker type are never
+victims; nodes already being drained count against the budget), terminated with
+cause CONSOLIDATE and value ``drain_deadline_s`` in milliseconds: the node is
+drained (no new work; it stops when its work ends or the deadline passes). It is
+sent to Ray as OUTDATED, the details saying why and giving the deadline
+(``adapters/ray/codec.py``); ``adapters/ray/drain.py`` makes Ray drain it through
+the GCS drain request instead of stopping it.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from vecsched.engine.model.dtypes import IMPLICIT_PREFIX, PRIVATE_PREFIX, Cause, Status
+from .disruption import budget_left, opted_out
 from .options import EfficientOptions
 from .state import State
 
@@ -67,15 +73,18 @@ def consolidate(st: State, opts: EfficientOptions) -> None:
     gpus = p.node_total[:, g]
     share = np.divide(used[:, g], gpus, out=np.ones(N), where=gpus > 0)
     victim = (running & st.terminable & (gpus > 0) & busy
-              & (share <= opts.consolidate + _EPS) & ~_hosts_groups(p) & ~held_slot)
+              & (share <= opts.consolidate + _EPS) & ~_hosts_groups(p) & ~held_slot
+              & ~opted_out(p, opts))
     cand = np.flatnonzero(victim)
-    if cand.size == 0:
+    room = min(opts.consolidate_per_tick, budget_left(p, st, opts))
+    if cand.size == 0 or room <= 0:
         return
+    deadline_ms = int(round(opts.drain_deadline_s * 1000))
     free = np.where(real[None, :], st.free[:N], 0.0).copy()
     taken = 0
     gone = np.zeros(N, bool)
     for v in cand[np.lexsort((cand, share[cand]))].tolist():
-        if taken >= opts.consolidate_per_tick:
+        if taken >= room:
             break
         if st.keeps_min(v):
             continue
@@ -87,5 +96,5 @@ def consolidate(st: State, opts: EfficientOptions) -> None:
             continue
         free[int(fits[0])] -= need
         gone[v] = True
-        st.terminate(v, Cause.CONSOLIDATE, 0)
+        st.terminate(v, Cause.CONSOLIDATE, deadline_ms)
         taken += 1

@@ -59,6 +59,12 @@ class EfficientOptions:
     keep_gpu_for_gpu: bool = True
     consolidate: float = 0.0
     consolidate_per_tick: int = 1
+    # ---- consolidation safety (issue 23) ----
+    drain_deadline_s: float = 600.0
+    consolidate_budget: int = 1
+    consolidate_budget_pct: float = 0.0
+    consolidate_opt_out_label: str = "vecsched.io/do-not-disrupt"
+    consolidate_opt_out_types: tuple = ()
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -74,6 +80,7 @@ class EfficientOptions:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"options.{name}: must be an integer >= {lo}, got {v!r}")
+        _check_consolidation_safety(self)
         if self.prices is not None:
             for k, x in dict(self.prices).items():
                 if x is None:
@@ -81,3 +88,24 @@ class EfficientOptions:
                 if isinstance(x, bool) or not isinstance(x, (int, float)) \
                         or not math.isfinite(x) or x <= 0:
                     raise ValueError(f"options.prices[{k!r}]: must be a number > 0, got {x!r}")
+
+
+def _check_consolidation_safety(o: EfficientOptions) -> None:
+    """The consolidation safety options (a separate block: see the class docstring)."""
+    v = o.drain_deadline_s
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"options.drain_deadline_s: must be a finite number >= 0, got {v!r}")
+    v = o.consolidate_budget
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"options.consolidate_budget: must be an integer >= 1, got {v!r}")
+    v = o.consolidate_budget_pct
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+        raise ValueError(f"options.consolidate_budget_pct: must be a number in [0, 1], "
+                         f"got {v!r}")
+    if not isinstance(o.consolidate_opt_out_label, str):
+        raise ValueError(f"options.consolidate_opt_out_label: must be a string, "
+                         f"got {o.consolidate_opt_out_label!r}")
+    types = o.consolidate_opt_out_types
+    if isinstance(types, str) or not all(isinstance(t, str) for t in types):
+        raise ValueError(f"options.consolidate_opt_out_types: must be a tuple of type "
+                         f"names, got {types!r}")

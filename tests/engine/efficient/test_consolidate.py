@@ -90,11 +90,11 @@ def test_least_used_first_per_tick_limit_and_room_reserved():
     nodes = [_node(6.0, i=0), _node(7.0, i=1), _node(7.0, i=2), _node(2.0, cpu_free=32.0, i=3)]
     # node 3 (6 GPUs in use) is no victim at 0.5; it holds 32 CPUs: room for two victims
     assert _plan(nodes, consolidate=0.5).terminations() == [(1, "CONSOLIDATE")]
-    assert _plan(nodes, consolidate=0.5, consolidate_per_tick=3).terminations() \
+    assert _plan(nodes, consolidate=0.5, consolidate_per_tick=3, consolidate_budget=3).terminations() \
         == [(1, "CONSOLIDATE"), (2, "CONSOLIDATE")]
     # same input, same output
-    a = _plan(nodes, consolidate=0.5, consolidate_per_tick=3)
-    b = _plan(nodes, consolidate=0.5, consolidate_per_tick=3)
+    a = _plan(nodes, consolidate=0.5, consolidate_per_tick=3, consolidate_budget=3)
+    b = _plan(nodes, consolidate=0.5, consolidate_per_tick=3, consolidate_budget=3)
     assert a.terminations() == b.terminations()
 
 

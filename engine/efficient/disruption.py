@@ -1,0 +1,62 @@
+"""Who consolidation may disrupt, and how many at once: the opt-outs and the budget.
+
+- **Opt-outs.** A node carrying the label ``consolidate_opt_out_label`` (any value;
+  default ``vecsched.io/do-not-disrupt``) or of a worker type named in
+  ``consolidate_opt_out_types`` is never a consolidation victim.
+- **Budget.** At most ``consolidate_budget`` nodes disrupted at once, and with
+  ``consolidate_budget_pct`` > 0 at most that share of the running ray nodes (rounded
+  down, at least 1): the smaller wins. Nodes the tick sees as being drained
+  (RAY_STOP_REQUESTED) count against it, whatever asked for the drain, as do the
+  busy-or-not nodes this tick already terminates, other than for idleness, while ray
+  runs on them (an outdated node is a disruption too).
+
+What the budget cannot see: a node whose drain Ray has accepted is RAY_STOPPING, and
+the scheduling request's nodes in that status are screened out before the efficient
+mode runs (``engine/model/build/screen.py``), so nodes still draining from earlier
+ticks are not counted (see docs/consolidation.md, "What is not done").
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vecsched.engine.model.dtypes import Cause, Status
+
+from .options import EfficientOptions
+
+
+def opted_out(p, opts: EfficientOptions) -> np.ndarray:
+    """(N,) bool: nodes consolidation must leave alone (label or worker type)."""
+    out = np.zeros(p.N, bool)
+    key = opts.consolidate_opt_out_label
+    if key and key in p.label_keys:
+        out |= p.node_label[:, p.label_keys.index(key)] >= 0
+    if opts.consolidate_opt_out_types:
+        names = set(opts.consolidate_opt_out_types)
+        bad = np.asarray([n in names for n in p.type_names], bool)
+        out |= bad[p.node_type]
+    return out
+
+
+def budget(p, opts: EfficientOptions) -> int:
+    """Nodes that may be disrupted at once: the count, capped by the share when set."""
+    n = opts.consolidate_budget
+    if opts.consolidate_budget_pct > 0:
+        running = int((p.node_status == Status.RAY_RUNNING).sum())
+        n = min(n, max(1, math.floor(opts.consolidate_budget_pct * running)))
+    return n
+
+
+def disrupted_now(p, st) -> int:
+    """Nodes disrupted already: draining (RAY_STOP_REQUESTED) or terminated by this
+    tick while ray runs on them."""
+    draining = int((p.node_status == Status.RAY_STOP_REQUESTED).sum())
+    mine = sum(1 for n, cause, _ in st.terms
+               if n < p.N and cause != Cause.IDLE and p.node_status[n] == Status.RAY_RUNNING)
+    return draining + mine
+
+
+def budget_left(p, st, opts: EfficientOptions) -> int:
+    """How many more nodes consolidation may disrupt this tick."""
+    return max(0, budget(p, opts) - disrupted_now(p, st))
