@@ -10,10 +10,11 @@
   busy-or-not nodes this tick already terminates, other than for idleness, while ray
   runs on them (an outdated node is a disruption too).
 
-What the budget cannot see: a node whose drain Ray has accepted is RAY_STOPPING, and
-the scheduling request's nodes in that status are screened out before the efficient
-mode runs (``engine/model/build/screen.py``), so nodes still draining from earlier
-ticks are not counted (see docs/consolidation.md, "What is not done").
+A node whose drain Ray has accepted is RAY_STOPPING: Ray's scheduling request holds it
+(every instance-manager record) but the model leaves it out of the nodes, naming it
+in ``Problem.skipped``; the budget counts it from there. The causes of drains are not
+in the request, so every drain counts, idle ones included (short: an idle node stops
+at once), which errs on the safe side.
 """
 from __future__ import annotations
 
@@ -48,13 +49,26 @@ def budget(p, opts: EfficientOptions) -> int:
     return n
 
 
+# How the model's builder names an instance it left out because it is draining: a
+# RAY_STOPPING instance is in Ray's scheduling request (every instance-manager record)
+# but cannot become a scheduling node (``engine/model/build/screen.py``).
+_STOPPING_SKIPPED = f"status {Status.NAMES[Status.RAY_STOPPING]} "
+
+
+def draining(p) -> int:
+    """Nodes being drained or stopped: RAY_STOP_REQUESTED nodes, and the RAY_STOPPING
+    instances of the request (``Problem.skipped``), whatever the cause."""
+    stopping = sum(1 for _, why in p.skipped if why.startswith(_STOPPING_SKIPPED))
+    return int((p.node_status == Status.RAY_STOP_REQUESTED).sum()) + stopping
+
+
 def disrupted_now(p, st) -> int:
-    """Nodes disrupted already: draining (RAY_STOP_REQUESTED) or terminated by this
-    tick while ray runs on them."""
-    draining = int((p.node_status == Status.RAY_STOP_REQUESTED).sum())
+    """Nodes disrupted already: draining (``draining``) or terminated by this tick, for
+    a cause other than idleness, while ray runs on them."""
+    draining_ = draining(p)
     mine = sum(1 for n, cause, _ in st.terms
                if n < p.N and cause != Cause.IDLE and p.node_status[n] == Status.RAY_RUNNING)
-    return draining + mine
+    return draining_ + mine
 
 
 def budget_left(p, st, opts: EfficientOptions) -> int:

@@ -47,6 +47,8 @@ import numpy as np
 
 from vecsched.engine.model.dtypes import Cause, Status
 
+from .disruption import DisruptionMetrics, disruption_summary
+
 S = Status
 _RAY_UP = (S.RAY_RUNNING, S.RAY_STOP_REQUESTED, S.RAY_STOPPING)
 _NOT_ALLOCATED = (S.QUEUED, S.REQUESTED, S.TERMINATED, S.ALLOCATION_FAILED)
@@ -68,6 +70,10 @@ DEFINITIONS = (
     "records queued by that limit",
     "requeued: units whose node went away while they ran, restarted from scratch; lost "
     "GPU-hours: what they had run",
+    "restarts = requeued; lost CPU/GPU-hours: what the restarted runs had done; drained: "
+    "consolidation drains ended (deadline hit: with work still running); disrupted max: "
+    "most nodes stopping at once for a non-idle cause; relaunch: consolidations followed "
+    "within 10 min by a launch of the same type",
 )
 
 
@@ -96,6 +102,7 @@ class Metrics:
         self.launch_ticks = 0                         # launch steps with QUEUED records
         self.held_ticks: Counter = Counter()          # knob -> ticks it held launches
         self.held_records: Counter = Counter()        # knob -> records held, summed
+        self.disruption = DisruptionMetrics()         # issue 23 (disruption.py)
 
     def applied(self, moves) -> None:
         for m in moves:
@@ -144,6 +151,7 @@ class Metrics:
         self.allocated.append(allocated)
         self.queued.append(queued)
         self.requested.append(requested)
+        self.disruption.tick(store)
 
     def series(self) -> dict:
         T = len(self.type_names)
@@ -258,4 +266,5 @@ def summarize(replay, end_s: float, wall_s: float) -> dict:
         "wall_s": wall_s,
         "sim_end_s": end_s,
         "provider": dict(replay.provider.stats),
+        **disruption_summary(replay),             # restarts, lost work, drains (issue 23)
     }

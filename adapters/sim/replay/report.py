@@ -43,6 +43,11 @@ def _held(m) -> str:
             f"of {L['launch_ticks']}")
 
 
+def _drains(m) -> str:
+    return (f"{m.get('lost_cpu_hours', 0.0):.1f} / {m.get('drained', 0)} "
+            f"({m.get('drain_deadline_hit', 0)})")
+
+
 def summary_table(results):
     from rich.table import Table
 
@@ -55,6 +60,10 @@ def summary_table(results):
         ("never placed: infeasible", lambda m: f"{m['infeasible']}"),
         ("requeued (node lost) / lost GPU-h",
          lambda m: f"{m['requeued']} / {m.get('lost_gpu_hours', 0.0):.1f}"),
+        ("lost CPU-h / drained (deadline hit)", _drains),
+        ("disrupted max at once / relaunch after consolidation",
+         lambda m: f"{m.get('disrupted_max_concurrent', 0)} / "
+                   f"{m.get('relaunch_after_consolidation', 0)}"),
         ("pending time p50 / p95 / p99 (s)",
          lambda m: f"{m['pending_p50_s']:.0f} / {m['pending_p95_s']:.0f} / "
                    f"{m['pending_p99_s']:.0f}"),
