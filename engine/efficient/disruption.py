@@ -1,8 +1,9 @@
 """Who consolidation may disrupt, and how many at once: the opt-outs and the budget.
 
-- **Opt-outs.** A node carrying the label ``consolidate_opt_out_label`` (any value;
-  default ``vecsched.io/do-not-disrupt``) or of a worker type named in
-  ``consolidate_opt_out_types`` is never a consolidation victim.
+- **Opt-outs.** A node carrying the label ``vecsched.io/do-not-disrupt`` (any value;
+  ``DO_NOT_DISRUPT``, which the model keeps as a label column whenever a node carries
+  it) or of a worker type named in ``consolidate_opt_out_types`` is never a
+  consolidation victim.
 - **Budget.** At most ``consolidate_budget`` nodes disrupted at once, and with
   ``consolidate_budget_pct`` > 0 at most that share of the running ray nodes (rounded
   down, at least 1): the smaller wins. Nodes the tick sees as being drained
@@ -24,14 +25,16 @@ import numpy as np
 
 from vecsched.engine.model.dtypes import Cause, Status
 
+from vecsched.engine.model.build.columns import DO_NOT_DISRUPT
+
 from .options import EfficientOptions
 
 
 def opted_out(p, opts: EfficientOptions) -> np.ndarray:
     """(N,) bool: nodes consolidation must leave alone (label or worker type)."""
     out = np.zeros(p.N, bool)
-    key = opts.consolidate_opt_out_label
-    if key and key in p.label_keys:
+    key = DO_NOT_DISRUPT
+    if key in p.label_keys:
         out |= p.node_label[:, p.label_keys.index(key)] >= 0
     if opts.consolidate_opt_out_types:
         names = set(opts.consolidate_opt_out_types)

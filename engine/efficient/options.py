@@ -63,7 +63,6 @@ class EfficientOptions:
     drain_deadline_s: float = 600.0
     consolidate_budget: int = 1
     consolidate_budget_pct: float = 0.0
-    consolidate_opt_out_label: str = "vecsched.io/do-not-disrupt"
     consolidate_opt_out_types: tuple = ()
 
     def __post_init__(self):
@@ -102,9 +101,6 @@ def _check_consolidation_safety(o: EfficientOptions) -> None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
         raise ValueError(f"options.consolidate_budget_pct: must be a number in [0, 1], "
                          f"got {v!r}")
-    if not isinstance(o.consolidate_opt_out_label, str):
-        raise ValueError(f"options.consolidate_opt_out_label: must be a string, "
-                         f"got {o.consolidate_opt_out_label!r}")
     types = o.consolidate_opt_out_types
     if isinstance(types, str) or not all(isinstance(t, str) for t in types):
         raise ValueError(f"options.consolidate_opt_out_types: must be a tuple of type "
