@@ -64,6 +64,7 @@ class EfficientOptions:
     consolidate_budget: int = 1
     consolidate_budget_pct: float = 0.0
     consolidate_opt_out_types: tuple = ()
+    consolidate_cpu: float = 0.0
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -101,6 +102,9 @@ def _check_consolidation_safety(o: EfficientOptions) -> None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
         raise ValueError(f"options.consolidate_budget_pct: must be a number in [0, 1], "
                          f"got {v!r}")
+    v = o.consolidate_cpu
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
+        raise ValueError(f"options.consolidate_cpu: must be a number in [0, 1), got {v!r}")
     types = o.consolidate_opt_out_types
     if isinstance(types, str) or not all(isinstance(t, str) for t in types):
         raise ValueError(f"options.consolidate_opt_out_types: must be a tuple of type "

@@ -113,3 +113,32 @@ def test_budget_count_and_share():
 def test_bad_options_name_the_field(bad, field):
     with pytest.raises(ValueError, match=f"options.{field}:"):
         EfficientOptions(**bad)
+
+
+def test_cpu_nodes_are_consolidated_when_asked():
+    types = [NodeTypeSpec("cpu16", {"CPU": 16.0}, max_workers=10),
+             NodeTypeSpec("gpu8", {"CPU": 32.0, "GPU": 8.0}, max_workers=10)]
+
+    def cpu(free, i):
+        return NodeSpec("cpu16", Status.RAY_RUNNING, Kind.WORKER, {"CPU": 16.0},
+                        {"CPU": free}, ray_node_id=f"c{i}")
+    # node 0 uses 2 of 16 CPUs, node 1 has 10 free: room for it
+    nodes = [cpu(14.0, 0), cpu(10.0, 1)]
+    p = build_problem(types, nodes, [], idle_timeout_s=60.0)
+
+    def terms(**kw):
+        plan = schedule(p, mode="efficient", options=EfficientOptions(**kw))
+        assert check_plan(p, plan) == []
+        return plan.terminations()
+    assert terms(consolidate=0.25) == []                       # GPU nodes only
+    assert terms(consolidate_cpu=0.25) == [(0, "CONSOLIDATE")]
+    assert terms(consolidate_cpu=0.1) == []                    # 2/16 = 0.125 in use
+    # GPU nodes go before CPU nodes, budget 1
+    gpu = NodeSpec("gpu8", Status.RAY_RUNNING, Kind.WORKER, {"CPU": 32.0, "GPU": 8.0},
+                   {"CPU": 31.0, "GPU": 7.0}, ray_node_id="g")
+    big = NodeSpec("gpu8", Status.RAY_RUNNING, Kind.WORKER, {"CPU": 32.0, "GPU": 8.0},
+                   {"CPU": 32.0, "GPU": 4.0}, ray_node_id="h")
+    p = build_problem(types, nodes + [gpu, big], [], idle_timeout_s=60.0)
+    assert terms(consolidate=0.25, consolidate_cpu=0.25) == [(2, "CONSOLIDATE")]
+    with pytest.raises(ValueError, match="options.consolidate_cpu:"):
+        EfficientOptions(consolidate_cpu=1.0)
