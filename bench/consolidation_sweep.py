@@ -1,7 +1,8 @@
 """The figures of docs/consolidation.md: the default openb replay (``vecsched replay``'s
 window), per seed, with Ray's scheduler, the FFD baseline, the efficient mode without
-consolidation, ``efficient-consolidate`` (drain, deadline 60 s, budget 1), the old
-consolidation (stop at once, no budget: ``kill``) and a 180 s deadline.
+consolidation, ``efficient-consolidate`` (drain, deadline 60 s, budget 1, stability
+window 300 s), the old consolidation (stop at once, no budget: ``kill``) and other
+settings (``VARIANTS``).
 
     python bench/consolidation_sweep.py --seeds 0 1 2 3 --out consolidation.json
 
@@ -22,9 +23,12 @@ KEYS = ("gpu_hours", "node_hours", "pending_p95_s", "restarts", "lost_gpu_hours"
 
 VARIANTS = {
     "kill": dict(consolidate=0.25, drain_deadline_s=0.0, consolidate_budget=1000),
+    "drain-60s": dict(consolidate=0.25, drain_deadline_s=60.0),
     "drain-180s": dict(consolidate=0.25, drain_deadline_s=180.0),
     "drain-60s-budget3": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_budget=3,
                               consolidate_per_tick=3),
+    "drain-60s-after300": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_after_s=300.0),
+    "drain-60s-after600": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_after_s=600.0),
 }
 
 

@@ -40,6 +40,8 @@ def opted_out(p, opts: EfficientOptions) -> np.ndarray:
         names = set(opts.consolidate_opt_out_types)
         bad = np.asarray([n in names for n in p.type_names], bool)
         out |= bad[p.node_type]
+    held = [n for n in opts.consolidate_hold if n < p.N]
+    out[held] = True                     # inside their stability window (stability.py)
     return out
 
 

@@ -65,6 +65,8 @@ class EfficientOptions:
     consolidate_budget_pct: float = 0.0
     consolidate_opt_out_types: tuple = ()
     consolidate_cpu: float = 0.0
+    consolidate_after_s: float = 0.0
+    consolidate_hold: frozenset = frozenset()
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -105,6 +107,14 @@ def _check_consolidation_safety(o: EfficientOptions) -> None:
     v = o.consolidate_cpu
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
         raise ValueError(f"options.consolidate_cpu: must be a number in [0, 1), got {v!r}")
+    v = o.consolidate_after_s
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"options.consolidate_after_s: must be a finite number >= 0, "
+                         f"got {v!r}")
+    if not isinstance(o.consolidate_hold, frozenset) or \
+            not all(isinstance(n, int) and n >= 0 for n in o.consolidate_hold):
+        raise ValueError(f"options.consolidate_hold: must be a frozenset of node indices, "
+                         f"got {o.consolidate_hold!r}")
     types = o.consolidate_opt_out_types
     if isinstance(types, str) or not all(isinstance(t, str) for t in types):
         raise ValueError(f"options.consolidate_opt_out_types: must be a tuple of type "

@@ -74,16 +74,18 @@ class EfficientProxySched(EfficientSched):
 # The share of a GPU node's GPUs in use at or below which ``efficient-consolidate``
 # drains it (when nothing is pending and its work fits on another node), the drain
 # deadline and the disruption budget. Measured on the default openb replay, seeds 0-3:
-# docs/consolidation.md (a 60 s deadline keeps restarts under 1 % of the pods).
+# docs/consolidation.md (a 60 s deadline keeps restarts under 1 % of the pods; the
+# 300 s stability window removes the re-launches of a consolidated type).
 CONSOLIDATE = 0.25
 DRAIN_DEADLINE_S = 60.0
 BUDGET = 1
+CONSOLIDATE_AFTER_S = 300.0
 
 
 class EfficientConsolidateSched(EfficientSched):
     """``efficient-proxy`` with consolidation on (``EfficientOptions.consolidate``
     ``CONSOLIDATE``, ``drain_deadline_s`` ``DRAIN_DEADLINE_S``, ``consolidate_budget``
-    ``BUDGET``): a victim is drained; what still runs on it at the deadline is
+    ``BUDGET``, ``consolidate_after_s`` ``CONSOLIDATE_AFTER_S``): a victim is drained; what still runs on it at the deadline is
     restarted from scratch (counted in ``restarts``)."""
     name = "efficient-consolidate"
 
@@ -91,7 +93,7 @@ class EfficientConsolidateSched(EfficientSched):
         from vecsched.engine.efficient import EfficientOptions
         super().__init__(check_ray, options=EfficientOptions(
             consolidate=CONSOLIDATE, drain_deadline_s=DRAIN_DEADLINE_S,
-            consolidate_budget=BUDGET))
+            consolidate_budget=BUDGET, consolidate_after_s=CONSOLIDATE_AFTER_S))
 
 
 __all__ = ["EfficientSched", "EfficientProxySched", "EfficientConsolidateSched"]

@@ -142,3 +142,30 @@ def test_cpu_nodes_are_consolidated_when_asked():
     assert terms(consolidate=0.25, consolidate_cpu=0.25) == [(2, "CONSOLIDATE")]
     with pytest.raises(ValueError, match="options.consolidate_cpu:"):
         EfficientOptions(consolidate_cpu=1.0)
+
+
+def test_the_stability_window_holds_nodes_back_until_low_long_enough():
+    from vecsched.engine.efficient.stability import StabilityWindow
+    opts = EfficientOptions(consolidate=0.25, consolidate_after_s=300.0)
+    w = StabilityWindow()
+
+    def terms(nodes, keys, now):
+        p = _problem(nodes)
+        plan = schedule(p, mode="efficient", options=w.options_for(p, lambda: keys, opts, now))
+        assert check_plan(p, plan) == []
+        return plan.terminations()
+    assert terms(BASE, ["a", "b"], 0.0) == []            # node a low since 0
+    assert terms(BASE, ["a", "b"], 299.0) == []
+    assert terms(BASE, ["a", "b"], 300.0) == [(0, "CONSOLIDATE")]
+    # a new node (key c) in a's place starts its own window
+    assert terms(BASE, ["c", "b"], 301.0) == []
+    # busy again (3 of 8 GPUs), then low: the window starts over
+    assert terms([_node(5.0, 0), _node(4.0, 1)], ["c", "b"], 400.0) == []
+    assert terms(BASE, ["c", "b"], 500.0) == []
+    assert terms(BASE, ["c", "b"], 800.0) == [(0, "CONSOLIDATE")]
+    # off: nothing held, nothing remembered
+    off = EfficientOptions(consolidate=0.25)
+    p = _problem(BASE)
+    assert w.options_for(p, lambda: ["c", "b"], off, 900.0) is off and w.low_since == {}
+    with pytest.raises(ValueError, match="options.consolidate_after_s:"):
+        EfficientOptions(consolidate_after_s=-1.0)

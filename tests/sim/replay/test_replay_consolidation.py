@@ -83,3 +83,19 @@ def test_the_summary_has_every_accounting_field(run):
               "disrupted_max_concurrent", "relaunch_after_consolidation"):
         assert k in m, k
     assert m["restarts"] == m["requeued"]
+
+
+def test_efficient_consolidate_never_drains_a_node_inside_its_stability_window():
+    """``efficient-consolidate`` (window 300 s, through EngineScheduler's memory): every
+    node it consolidates had been running at least the window."""
+    from vecsched.adapters.sim.replay import Replay, ReplayConfig, Window, load, make
+    from vecsched.adapters.sim.replay.efficient import CONSOLIDATE_AFTER_S
+    trace = load(None, None, Window(start=None, pods=400, arrival_scale=200.0))
+    sched = make("efficient-consolidate")
+    assert sched.options.consolidate_after_s == CONSOLIDATE_AFTER_S > 0
+    r = Replay(trace, sched, ReplayConfig(tail_s=900))
+    m = r.run().metrics
+    ages = [(rec.entered_ns(Status.RAY_STOP_REQUESTED) - rec.entered_ns(Status.RAY_RUNNING)) / NS
+            for rec in r.store if rec.termination_cause == Cause.CONSOLIDATE]
+    assert ages and len(ages) == m["consolidations"]
+    assert min(ages) >= CONSOLIDATE_AFTER_S, ages
