@@ -89,7 +89,8 @@ class EngineScheduler(ResourceDemandScheduler):
             plan = schedule(decoded.problem, mode="efficient",
                             options=self._stability.options_for(
                                 decoded.problem, lambda: _node_keys(decoded), self._options,
-                                self._monotonic()) if self._options is not None else None)
+                                self._monotonic(), self._now_ns())
+                            if self._options is not None else None)
         else:
             tracking = request.pending_idle_timeout_s is not None
             plan = schedule(decoded.problem, pending_since=self._pending_since,

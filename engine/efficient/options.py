@@ -67,6 +67,7 @@ class EfficientOptions:
     consolidate_cpu: float = 0.0
     consolidate_after_s: float = 0.0
     consolidate_hold: frozenset = frozenset()
+    consolidate_windows: tuple = ()
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -115,7 +116,32 @@ def _check_consolidation_safety(o: EfficientOptions) -> None:
             not all(isinstance(n, int) and n >= 0 for n in o.consolidate_hold):
         raise ValueError(f"options.consolidate_hold: must be a frozenset of node indices, "
                          f"got {o.consolidate_hold!r}")
+    for w in o.consolidate_windows if isinstance(o.consolidate_windows, tuple) else [None]:
+        if not (isinstance(w, tuple) and len(w) == 2 and all(_minute(x) is not None for x in w)):
+            raise ValueError(f"options.consolidate_windows: must be a tuple of (\"HH:MM\", "
+                             f"\"HH:MM\") pairs, got {o.consolidate_windows!r}")
     types = o.consolidate_opt_out_types
     if isinstance(types, str) or not all(isinstance(t, str) for t in types):
         raise ValueError(f"options.consolidate_opt_out_types: must be a tuple of type "
                          f"names, got {types!r}")
+
+
+def _minute(text) -> Optional[int]:
+    """Minutes after midnight of ``"HH:MM"``, None if it is not one."""
+    if not isinstance(text, str) or len(text) != 5 or text[2] != ":":
+        return None
+    h, m = text[:2], text[3:]
+    if not (h.isdigit() and m.isdigit()) or int(h) > 23 or int(m) > 59:
+        return None
+    return int(h) * 60 + int(m)
+
+
+def in_windows(windows: tuple, minute_of_day: int) -> bool:
+    """The minute of the day (UTC) falls in one of the daily windows (none: always)."""
+    if not windows:
+        return True
+    for a, b in windows:
+        lo, hi = _minute(a), _minute(b)
+        if (lo <= minute_of_day < hi) if lo <= hi else (minute_of_day >= lo or minute_of_day < hi):
+            return True
+    return False

@@ -9,17 +9,20 @@ the window is kept by whoever calls it across ticks (``EngineScheduler``):
 node has been low, and each tick gives the options for that tick, with the nodes
 still inside their window held back (``consolidate_hold``: indices of this tick's
 nodes). A node that is not running, not low, or absent from a tick starts over.
-Time is the caller's clock (seconds), injected.
+It also applies the daily windows (``consolidate_windows``): outside them every node
+is held back. Time is the caller's clocks, injected: monotonic seconds for the
+window, wall-clock ns (UTC) for the daily windows.
 """
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import numpy as np
 
 from vecsched.engine.model.dtypes import IMPLICIT_PREFIX, PRIVATE_PREFIX, Status
 
-from .options import EfficientOptions
+from .options import EfficientOptions, in_windows
 
 
 def low_use(p, opts: EfficientOptions) -> np.ndarray:
@@ -39,10 +42,12 @@ class StabilityWindow:
     def __init__(self):
         self.low_since: dict[str, float] = {}
 
-    def options_for(self, p, keys, opts: EfficientOptions, now_s: float) -> EfficientOptions:
+    def options_for(self, p, keys, opts: EfficientOptions, now_s: float,
+                    wall_ns: Optional[int] = None) -> EfficientOptions:
         """``opts`` for this tick: the nodes (``keys()``: one key per node of ``p``,
         asked for only when the window is on) still inside their window held back. Off (``consolidate_after_s`` 0, or no
         consolidation): ``opts`` as they are, and nothing is remembered."""
+        opts = _outside_windows(p, opts, wall_ns)
         window = opts.consolidate_after_s
         if window <= 0 or (opts.consolidate <= 0 and opts.consolidate_cpu <= 0):
             self.low_since.clear()
@@ -61,4 +66,15 @@ class StabilityWindow:
             if now_s - t < window:
                 hold.append(n)
         self.low_since = since
-        return dataclasses.replace(opts, consolidate_hold=frozenset(hold))
+        return dataclasses.replace(opts, consolidate_hold=opts.consolidate_hold | frozenset(hold))
+
+
+def _outside_windows(p, opts: EfficientOptions, wall_ns: Optional[int]) -> EfficientOptions:
+    """Outside every daily window (``consolidate_windows``, read at ``wall_ns``, UTC),
+    every node is held back; the stability window still counts meanwhile."""
+    if not opts.consolidate_windows or wall_ns is None:
+        return opts
+    minute = int(wall_ns // 60_000_000_000) % (24 * 60)
+    if in_windows(opts.consolidate_windows, minute):
+        return opts
+    return dataclasses.replace(opts, consolidate_hold=frozenset(range(p.N)))

@@ -169,3 +169,27 @@ def test_the_stability_window_holds_nodes_back_until_low_long_enough():
     assert w.options_for(p, lambda: ["c", "b"], off, 900.0) is off and w.low_since == {}
     with pytest.raises(ValueError, match="options.consolidate_after_s:"):
         EfficientOptions(consolidate_after_s=-1.0)
+
+
+def test_daily_windows_on_the_injected_wall_clock():
+    from vecsched.engine.efficient.options import in_windows
+    from vecsched.engine.efficient.stability import StabilityWindow
+    night = EfficientOptions(consolidate=0.25, consolidate_windows=(("22:00", "06:00"),))
+    w = StabilityWindow()
+    p = _problem(BASE)
+
+    def terms(hh_mm: str):
+        h, m = map(int, hh_mm.split(":"))
+        wall_ns = (3 * 86400 + h * 3600 + m * 60) * 10**9       # a day 3, UTC
+        plan = schedule(p, mode="efficient",
+                        options=w.options_for(p, lambda: ["a", "b"], night, 0.0, wall_ns))
+        return plan.terminations()
+    assert terms("21:59") == [] and terms("06:00") == [] and terms("12:00") == []
+    assert terms("22:00") == [(0, "CONSOLIDATE")] and terms("03:30") == [(0, "CONSOLIDATE")]
+    # no wall clock given, or no windows: always
+    assert w.options_for(p, lambda: [], night, 0.0) is night
+    assert in_windows((), 0) and in_windows((("09:00", "17:00"),), 9 * 60)
+    assert not in_windows((("09:00", "17:00"),), 17 * 60)
+    for bad in ((("9:00", "17:00"),), (("09:00",),), ("09:00", "17:00"), (("24:00", "01:00"),)):
+        with pytest.raises(ValueError, match="options.consolidate_windows:"):
+            EfficientOptions(consolidate_windows=bad)
