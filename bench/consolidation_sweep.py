@@ -47,17 +47,20 @@ def main() -> None:
     ap.add_argument("--schedulers", nargs="+",
                     default=["ray", "baseline", "efficient-proxy", "efficient-consolidate",
                              *VARIANTS])
+    ap.add_argument("--groups", default=None,
+                    help="worker groups: a bundled set (openb_nodes, pai2020_nodes, "
+                         "spot2026_nodes) or a Parquet path; default: the trace's own")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     from vecsched.adapters.sim.replay import Replay, ReplayConfig, load
     from vecsched.adapters.sim.replay.simulation import DEFAULT_WINDOW
-    trace = load(None, None, DEFAULT_WINDOW)
+    trace = load(None, a.groups, DEFAULT_WINDOW)
     rows = []
     for seed in a.seeds:
         for name in a.schedulers:
             t = time.perf_counter()
             m = Replay(trace, scheduler(name), ReplayConfig(seed=seed)).run().metrics
-            row = {"seed": seed, "scheduler": name, "wall_s": time.perf_counter() - t,
+            row = {"seed": seed, "groups": a.groups, "scheduler": name, "wall_s": time.perf_counter() - t,
                    **{k: m[k] for k in KEYS}}
             rows.append(row)
             print(json.dumps(row), flush=True)
