@@ -29,7 +29,8 @@ class LedgerCollector:
         lg = self.ledger
         view = {"patches": len(lg.patches), "stale_reads": len(lg.stale_reads),
                 "conflicts": _by_kind(list(lg.conflicts)),
-                "findings": _by_kind(list(lg.findings)), "check": dict(lg.check)}
+                "findings": _by_kind(list(lg.findings)), "check": dict(lg.check),
+                "guard": dict(getattr(lg, "guard", {}))}
         return self._families(view)
 
     @staticmethod
@@ -48,7 +49,12 @@ class LedgerCollector:
                           "which Ray's scheduler differed from the engine.")
         errors = m.counter("kuberay_ray_check_errors", "VECSCHED_RAY_CHECK=1: ticks on "
                            "which Ray's scheduler failed.")
-        fams = [patches, conflicts, findings, stale, ticks, diffs, errors]
+        guard = m.counter("kuberay_guard", "Patch guards (docs/kuberay.md), by event: "
+                          "guarded_patches sent with test ops; guard_failures answered 422/409; "
+                          "version_retries and moved_retries re-sent after a re-read; refused "
+                          "not re-sent (the group changed or went); wrong_group_patches that "
+                          "landed on another group than meant (must stay 0).", ["event"])
+        fams = [patches, conflicts, findings, stale, ticks, diffs, errors, guard]
         if v is None:
             return fams
         patches.add_metric([], v["patches"])
@@ -61,6 +67,8 @@ class LedgerCollector:
         ticks.add_metric([], check.get("ticks", 0))
         diffs.add_metric([], check.get("diff_ticks", 0))
         errors.add_metric([], check.get("errors", 0))
+        for event, n in sorted(v["guard"].items()):
+            guard.add_metric([event], n)
         return fams
 
 

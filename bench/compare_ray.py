@@ -10,11 +10,11 @@ bench/benchmarks/common.py (building is not timed). The engine is warmed up firs
 (numba compile or cache load; reported on its own). Ray runs in a forked child
 process: a single ``schedule()`` call still running after --ray-cap seconds is
 killed and reported as "> cap"; Ray repeats only while the next run is expected to
-finish within the cap (RAY_V2_SEMANTICS.md §11 protocol). Then the engine runs in
+finish within the cap (docs/ray-semantics.md §12 protocol). Then the engine runs in
 this process. Every call gets its own deep copy of the request (copying is not
 timed). Times are ``time.perf_counter`` medians.
 
-Decisions are compared as in RAY_V2_SEMANTICS.md §8: launches as a multiset of
+Decisions are compared as in docs/ray-semantics.md §8: launches as a multiset of
 instance types, terminations as a set of (instance_id, cause), infeasible requests
 as a multiset of serialized messages (plus the gang and constraint lists).
 The engine runs in ray-compat mode; on this generator's inputs (no min workers, no

@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from vecsched.engine import schedule  # noqa: E402
 from vecsched.engine.baseline.ffd import schedule_baseline  # noqa: E402
 from vecsched.engine.efficient import EfficientOptions  # noqa: E402
-from vecsched.engine.solver import assignment_of_plan, build_instance, check_plan, solve  # noqa: E402
-from tests.ganggen import gang_tick, plain_tick  # noqa: E402
+from vecsched.engine.solver import assignment_of_plan, build_instance, cross_check_plan, solve  # noqa: E402
+from tests.kits.ganggen import gang_tick, plain_tick  # noqa: E402
 
 
 EFFICIENT = EfficientOptions()
@@ -56,7 +56,7 @@ def one(p, plain: bool, dtime: float) -> dict:
     row = {"solve_s": time.perf_counter() - t0, "solve_cpu_s": time.process_time() - c0,
            "status": res.status, "optimum": res.objective, "bound": res.bound}
     for name, (plan, secs) in plans.items():
-        chk = check_plan(inst, plan, res, gang_place=plan.stats.get("gang_place"))
+        chk = cross_check_plan(inst, plan, res, gang_place=plan.stats.get("gang_place"))
         row[name] = {"gap": chk.gap, "optimal": chk.optimal, "feasible": chk.feasible,
                      "tick_s": secs}
     return row

@@ -70,7 +70,7 @@ def plot(rows: list[dict], path: Path, cap: float) -> None:
         ax.set_ylabel("seconds per tick (median, end to end)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("Time per autoscaler tick, saturated synthetic cluster (RAY_V2_SEMANTICS §11)")
+    fig.suptitle("Time per autoscaler tick, saturated synthetic cluster (docs/ray-semantics.md §12)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

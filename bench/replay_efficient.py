@@ -158,13 +158,20 @@ def main(argv=None) -> int:
     return 0
 
 
-STYLE = {"ray": ("tab:red", "o", "Ray 2.60 (= engine, ray-compat)"),
-         "engine": ("tab:red", "o", "Ray 2.60 (= engine, ray-compat)"),
-         "baseline": ("tab:orange", "s", "first-fit-decreasing baseline"),
-         "efficient": ("tab:green", "D", "efficient mode (worker groups' prices)"),
-         "efficient-proxy": ("tab:blue", "^", "efficient mode (proxy prices: GPUs, nodes)"),
-         "efficient-consolidate": ("tab:purple", "v",
-                                   "efficient-proxy + consolidation (restarts work)")}
+LABELS = {"ray": "Ray 2.60 (= engine, ray-compat)",
+          "engine": "Ray 2.60 (= engine, ray-compat)",
+          "baseline": "first-fit-decreasing baseline",
+          "efficient": "efficient mode (worker groups' prices)",
+          "efficient-proxy": "efficient mode (proxy prices: GPUs, nodes)",
+          "efficient-consolidate": "efficient-proxy + consolidation (restarts work)"}
+
+
+def _style(name: str) -> tuple:
+    """(colour, marker, label): the replay plots' colours (palette.py), the engine's
+    marker drawn as Ray's since it decides as Ray does on every tick."""
+    from vecsched.adapters.sim.replay.palette import scheduler_color, scheduler_marker
+    as_ = "ray" if name == "engine" else name
+    return scheduler_color(as_), scheduler_marker(as_), LABELS[name]
 
 
 def plot(out: dict, path: str) -> None:
@@ -172,28 +179,27 @@ def plot(out: dict, path: str) -> None:
     decides as Ray does on every tick (--check-ray), so one marker stands for both."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    fig = Figure(figsize=(7.5, 4.8), dpi=110)
+    fig = Figure(figsize=(9.5, 4.8), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     seen = set()
     for seed, rows in sorted(out.items()):
         for name in ("engine", "baseline") + EFFICIENT:
             r = rows[name]
-            color, marker, label = STYLE[name]
+            color, marker, label = _style(name)
             ax.scatter(r["pending_p95_s"], r["gpu_hours"], c=color, marker=marker, s=46,
                        label=None if label in seen else label, edgecolors="black",
                        linewidths=0.4)
             seen.add(label)
     ray = [rows["engine"]["gpu_hours"] for rows in out.values()]
-    ax.axhline(0.85 * sum(ray) / len(ray), color="tab:red", ls=":", lw=1,
+    ax.axhline(0.85 * sum(ray) / len(ray), color=_style("ray")[0], ls=":", lw=1,
                label="0.85 x Ray's GPU-hours (mean over seeds)")
     ax.set_xlabel("pending time p95 (s)")
     ax.set_ylabel("GPU-hours")
     ax.set_title(f"Default openb replay, seeds {', '.join(str(s) for s in sorted(out))}: "
                  "GPU-hours against pending p95", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig.legend(loc="outside right upper", fontsize=8)
     fig.savefig(path)
     print(f"plot: {path}")
 

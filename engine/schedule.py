@@ -1,14 +1,15 @@
-"""One tick: Problem in, Plan out (the phases of RAY_V2_SEMANTICS.md §3 in order)."""
+"""One tick: Problem in, Plan out (the phases of docs/ray-semantics.md §3 in order)."""
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
 
 from vecsched.engine.model import ippr
 from vecsched.engine.raycompat.context import Context
-from vecsched.engine.model.dtypes import CNT, IDX, QTY, Sched, Status
+from vecsched.engine.model.assemble import (Decisions, Placements, Terminations,
+                                            assemble_plan)
+from vecsched.engine.model.dtypes import IDX, QTY, Sched, Status
 from vecsched.engine.raycompat.phases import (enforce_constraint, enforce_max_global, enforce_max_per_type,
                      enforce_min_workers, gang_reasons, idle_termination, pending_idle,
                      release_pending_idle, sched_gangs, sched_requests, terminate_outdated)
@@ -57,59 +58,41 @@ def schedule(problem: Problem, *, mode: str = "ray-compat",
     kept = idle_termination(ctx)
     if tracking:
         release_pending_idle(ctx, since)
-    plan = _assemble(ctx, run_order, infeasible, why, placements)
     send = [m for m in ctx.nodes[ctx.ippr_attached[ctx.nodes]].tolist() if ippr.to_send(ctx, m)]
     queued = [bool((ctx.ippr_desired[m] != problem.node_ippr["desired"][m]).any()
                    or problem.node_ippr["k8s"][m] != ippr.K8S_NEW) for m in send]
-    return dataclasses.replace(plan, ippr_send=np.asarray(send, IDX),
-                               ippr_queued=np.asarray(queued, bool),
-                               constraint_infeasible=constraint_bad,
-                               gang_infeasible=gang_bad, gang_why=gang_why,
-                               idle_kept=np.asarray(kept[kept < problem.N], IDX),
-                               gang_order=np.asarray(gang_order, IDX), pending_since=since)
+    return _assemble(ctx, run_order, infeasible, why, placements,
+                     ippr_send=np.asarray(send, IDX), ippr_queued=np.asarray(queued, bool),
+                     constraint_infeasible=constraint_bad, gang_infeasible=gang_bad,
+                     gang_why=gang_why, idle_kept=np.asarray(kept[kept < problem.N], IDX),
+                     gang_order=np.asarray(gang_order, IDX), pending_since=since)
 
 
-def _assemble(ctx: Context, run_order, infeasible, why, placements) -> Plan:
+def _assemble(ctx: Context, run_order, infeasible, why, placements, **extra) -> Plan:
+    """The shared assembly (`assemble_plan`) of the node list's decisions. What
+    is Ray's own: terminations are named in list order, nodes the tick itself
+    added are simply not launched (Ray would emit empty-id terminations for them,
+    quirk Q4), REQUESTED / RAY_STOP_REQUESTED instances are never named (quirk
+    Q13), and a unit packed onto a node cut before launch keeps slot -1 (placed
+    as Ray counts it, on no node: quirk Q1 with Q4 fixed). ``extra``: the Plan
+    fields beyond the common ones."""
     p = ctx.p
     nodes = ctx.nodes
     N = p.N
     launching = nodes[ctx.sched[nodes] == Sched.TO_LAUNCH]
-    launch = np.bincount(ctx.type[launching], minlength=p.T).astype(CNT)
-    lt = ctx.type[launching]
-    first = np.sort(np.unique(lt, return_index=True)[1])
-    seen = dict.fromkeys(lt[first].tolist())      # types in order of first launch
-    # Terminations in list order; nodes the tick itself added are simply not
-    # launched (Ray would emit empty-id terminations for them, quirk Q4), and
-    # REQUESTED / RAY_STOP_REQUESTED instances are never named (quirk Q13).
     term = nodes[(ctx.sched[nodes] == Sched.TO_TERMINATE) & (nodes < N)
                  & ~np.isin(ctx.status[nodes], Status.UNTERMINABLE)]
-    live = nodes[ctx.sched[nodes] != Sched.TO_TERMINATE]
+    live = ctx.live()
     # Problem row of each slot in the list: itself, or N + j for the j-th launch.
-    # Units packed onto a node this tick cut before launching it (quirk Q1 with
-    # Q4 fixed) keep slot -1: placed as Ray counts them, on no node.
     slot_of = np.full(ctx.M, -1, np.int64)
     slot_of[nodes] = np.where(nodes < N, nodes, -1)
     slot_of[launching] = N + np.arange(len(launching))
     m, s, k = placements
-    pl = np.stack([slot_of[m], s, k], axis=1) if len(m) else np.zeros((0, 3), np.int64)
-    return Plan(
-        resources=p.resources,
-        type_names=p.type_names,
-        n_nodes=N,
-        launch=launch,
-        launch_order=tuple(seen),
-        term_node=term.astype(IDX),
-        term_cause=ctx.cause[term].astype(np.int8),
-        term_value=ctx.cause_value[term].astype(CNT),
-        term_status=ctx.status[term].astype(np.int8),
-        infeasible=infeasible,
-        infeasible_why=why,
-        run_order=np.asarray(run_order, IDX),
-        place_slot=pl[:, 0].astype(IDX),
-        place_run=pl[:, 1].astype(IDX),
-        place_count=pl[:, 2].astype(CNT),
-        new_type=ctx.type[launching].astype(IDX),
-        new_template=ctx.template[launching].astype(IDX),
-        cluster_resources=ctx.total[live].sum(axis=0).astype(QTY) if len(live)
-        else np.zeros(p.R, QTY),
-    )
+    return assemble_plan(p, Decisions(
+        new_type=ctx.type[launching],
+        new_template=ctx.template[launching],
+        terms=Terminations(term, ctx.cause[term], ctx.cause_value[term]),
+        placements=Placements(slot_of[m], s, k) if len(m) else Placements.of_chunks([], [], []),
+        infeasible=infeasible, infeasible_why=why, run_order=run_order,
+        cluster_resources=ctx.total[live].sum(axis=0) if len(live) else np.zeros(p.R, QTY)),
+        **extra)

@@ -6,7 +6,8 @@ import argparse
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "ha-demo", help="two autoscaler replicas on Redis: a leader killed, a leader paused",
+        "ha-demo", help="two autoscaler replicas (lease in Redis or a Kubernetes Lease): a leader "
+             "killed, a leader paused",
         description="Start a private redis-server and two autoscaler replicas (separate "
                     "processes) on a trace replay against a shared simulated cloud; "
                     "SIGKILL the leader mid-scale-up, SIGSTOP the next leader past its "
@@ -30,6 +31,11 @@ def register(sub) -> None:
                    help="kill-pause (default): SIGKILL a leader mid-scale-up, SIGSTOP the "
                         "next past its lease; redis-restart: restart Redis with its files "
                         "deleted while the leader is mid-scale-up")
+    p.add_argument("--backend", default="redis",
+                   help="where the replicas' leader lease lives: redis (default: a key in "
+                        "the records' Redis) or kube (a coordination.k8s.io/v1 Lease on the "
+                        "Kubernetes API stand-in the demo starts on 127.0.0.1 over HTTPS; "
+                        "the instance records stay in Redis; --ttl in whole seconds)")
     p.add_argument("--allow-volatile-redis", action="store_true",
                    help="run the demo's Redis without persistence and let the replicas "
                         "accept it (they refuse a Redis with neither appendonly nor save "
@@ -37,7 +43,33 @@ def register(sub) -> None:
     p.set_defaults(fn=run)
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse a bad HA demo request before any process starts: positive times and
+    counts, a lease longer than a tick, a bundled trace, a writable ``--out``."""
+    import math
+
+    from vecsched.adapters.traces import TRACES
+
+    from .errors import UsageError, check_output_dir
+
+    for option, v in (("--ttl", args.ttl), ("--tick", args.tick)):
+        if not (v > 0 and math.isfinite(v)):
+            raise UsageError(f"{option} must be a finite number > 0, got {v}")
+    if args.tick >= args.ttl:
+        raise UsageError(f"--tick ({args.tick}) must be shorter than --ttl ({args.ttl})")
+    for option, n in (("--ticks", args.ticks), ("--pods", args.pods)):
+        if n < 1:
+            raise UsageError(f"{option} must be >= 1, got {n}")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    if args.trace not in TRACES:
+        raise UsageError(f"--trace {args.trace}: unknown bundled trace; choose from "
+                         f"{', '.join(TRACES)}")
+    check_output_dir(args.out, "--out")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_args(args)
     from rich.console import Console
     from rich.table import Table
 
@@ -57,13 +89,14 @@ def run(args: argparse.Namespace) -> int:
         dc = DemoConfig(sim=SimConfig(trace=args.trace, pods=args.pods, ticks=args.ticks,
                                       seed=args.seed),
                         ttl_s=args.ttl, tick_real_s=args.tick, scheduler=args.scheduler,
-                        scenario=args.scenario,
+                        scenario=args.scenario, backend=args.backend,
                         allow_volatile_redis=args.allow_volatile_redis)
         result = run_demo(args.out, dc, log=console.print)
     except (ValueError, RedisUnavailable, VolatileRedis, DemoError, FileNotFoundError) as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
-    t = Table(title=f"HA demo: lease ttl {dc.ttl_s:g} s, tick {dc.tick_real_s:g} s")
+    t = Table(title=f"HA demo ({dc.backend} lease): ttl {dc.ttl_s:g} s, "
+                    f"tick {dc.tick_real_s:g} s")
     t.add_column("figure")
     t.add_column("value", justify="right")
     fo = ", ".join(f"{x:.2f} s" if x is not None else "never" for x in result["failover_s"])

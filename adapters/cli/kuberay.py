@@ -4,7 +4,12 @@ A real Ray 2.60 head and worker nodes, the real side-car (``vecsched-monitor
 kuberay-autoscaler``, the engine deciding; Ray's scheduler cross-checked every tick),
 a Kubernetes API server stand-in and a KubeRay operator stand-in on 127.0.0.1. Writes
 ``DIR/kuberay.json`` (``replicas_timeline`` per group, ``patches`` as sent,
-``conflicts``, ...) and ``DIR/kuberay.png`` (replicas, pods and pending demand over time).
+``conflicts``, ``wrong_group_patches`` (must be 0), ``conflicts_caught``, ...) and
+``DIR/kuberay.png`` (replicas, pods and pending demand over time).
+
+``--scenario reorder`` (``adapters/sim/kube/reorder.py``): a GitOps writer reorders the
+worker groups between the side-car's read and its patch, during a scale-up and during a
+scale-down; every patch must still land on the group it was meant for.
 """
 from __future__ import annotations
 
@@ -22,6 +27,13 @@ def register(sub) -> None:
     p.add_argument("--mode", choices=("engine", "shadow"), default="engine",
                    help="engine: the engine decides, Ray's scheduler is run beside it every "
                         "tick; shadow: Ray decides, the engine beside it (default engine)")
+    p.add_argument("--scenario", choices=("default", "reorder"), default="default",
+                   help="default: scale up, ownership conflict, multi-host, scale down; "
+                        "reorder: the groups reordered between a read and a patch, during "
+                        "a launch and a terminate (default default)")
+    p.add_argument("--no-guard", action="store_true",
+                   help="send Ray's patches unguarded, as main did (to measure "
+                        "wrong_group_patches; the reorder scenario's checks then fail)")
     p.add_argument("--keep", action="store_true",
                    help="keep the cluster's work directory (logs) instead of deleting it")
     p.set_defaults(fn=main)
@@ -56,6 +68,8 @@ def checks(rec: dict) -> dict:
         _n(fin.get("pods")))
     out["stale reads caught"] = (bool((rec.get("ledger") or {}).get("stale_reads")),
                                  len((rec.get("ledger") or {}).get("stale_reads", [])))
+    guard = (rec.get("ledger") or {}).get("guard") or {}
+    out["wrong_group_patches == 0"] = (guard.get("wrong_group_patches") == 0, guard)
     st = rec.get("stats") or {}
     chk = (rec.get("ledger") or {}).get("ray_check") or {}
     if st.get("mode") == "shadow":
@@ -110,15 +124,19 @@ def main(args) -> int:
 
     from vecsched.engine import warmup
 
-    from vecsched.adapters.sim.kube import scenario
+    from vecsched.adapters.sim.kube import reorder, scenario
     from vecsched.adapters.sim.kube.local_cluster import LocalKubeRay
+
+    run, judge = ((reorder.run, reorder.checks) if args.scenario == "reorder"
+                  else (scenario.run, checks))
 
     console = Console()
     os.makedirs(args.out, exist_ok=True)
     t_start = time.monotonic()
     console.print("engine warm-up (numba; the side-car loads the same cache) ...")
     times = {"warmup_s": warmup()}
-    kr = LocalKubeRay(scenario.demo_cluster(), mode=args.mode, ray_check=args.mode == "engine")
+    kr = LocalKubeRay(scenario.demo_cluster(), mode=args.mode, ray_check=args.mode == "engine",
+                      guard=not args.no_guard)
     rec = None
     try:
         t = time.monotonic()
@@ -126,7 +144,7 @@ def main(args) -> int:
         times["cluster_start_s"] = time.monotonic() - t
         console.print(f"cluster up in {times['cluster_start_s']:.1f} s (work dir {kr.dir})")
         t = time.monotonic()
-        rec = scenario.run(kr, log=console.print)
+        rec = run(kr, log=console.print, **({"timeout": 45.0} if args.no_guard else {}))
         times["scenario_s"] = time.monotonic() - t
     except Exception as e:
         console.print(f"[red]scenario failed:[/red] {e}")
@@ -143,16 +161,16 @@ def main(args) -> int:
     with open(path, "w") as f:
         json.dump(result, f, indent=1)
     png = plot(result, os.path.join(args.out, "kuberay.png"))
-    table = Table(title="KubeRay scenario")
+    table = Table(title=f"KubeRay scenario: {args.scenario}")
     table.add_column("check")
     table.add_column("result")
     table.add_column("detail", overflow="fold")
-    verdicts = checks(rec)
+    verdicts = judge(rec)
     for name, (ok, detail) in verdicts.items():
         table.add_row(name, "[green]ok[/green]" if ok else "[red]FAILED[/red]", str(detail))
     console.print(table)
     for p in result["patches"]:
-        console.print(f"  patch @ {p['at_s']:5.1f} s: {json.dumps(p['payload'])}")
+        console.print(f"  patch @ {p['at_s']:5.1f} s: {json.dumps(p.get('sent', p['payload']))}")
     console.print(f"wrote {path} and {png} ({time.monotonic() - t_start:.0f} s in all: "
                   + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in result["wall"].items()) + ")")
     return 0 if all(ok for ok, _ in verdicts.values()) else 1

@@ -13,9 +13,11 @@ import json
 import time
 from dataclasses import asdict
 
+from . import argtypes
+from .errors import UsageError, check_output_dir
+from .data_terms import terms_lines
+from .status import step
 from .warmup import warm_with_spinner
-
-CLI_EXTRA = "pip install 'vecsched[cli]'"
 
 METRICS_HELP = """\
 metrics (adapters/sim/replay/metrics.py defines each; the identities are checked every replay):
@@ -42,31 +44,41 @@ metrics (adapters/sim/replay/metrics.py defines each; the identities are checked
 
 
 def _console():
-    try:
-        from rich.console import Console
-    except ImportError:
-        raise SystemExit(f"vecsched: the command line report needs rich ({CLI_EXTRA})") from None
+    from rich.console import Console          # the cli extra: main.py checked it is there
     return Console(width=max(Console().width, 120))
 
 
 # ---- demo --------------------------------------------------------------------------------
 def add_demo_arguments(d: argparse.ArgumentParser) -> None:
     d.add_argument("--trace", default="openb", help="bundled trace (openb, openb_gpuspec33)")
-    d.add_argument("--nodes", type=int, default=400, help="running nodes")
-    d.add_argument("--pending", type=int, default=2000, help="pending pods")
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--repeat", type=int, default=3)
+    d.add_argument("--nodes", type=argtypes.positive_int, default=400, help="running nodes")
+    d.add_argument("--pending", type=argtypes.positive_int, default=2000,
+                   help="pending pods")
+    d.add_argument("--seed", type=argtypes.count, default=0)
+    d.add_argument("--repeat", type=argtypes.positive_int, default=3,
+                   help="decide the tick this many times, report the median time (3)")
     d.add_argument("--no-ray", action="store_true", help="skip Ray's scheduler")
 
 
+def check_demo_args(args) -> None:
+    """Refuse a bad demo request before any work (the numbers are checked by their
+    argparse types)."""
+    from vecsched.adapters.traces import TRACES
+    if args.trace not in TRACES:
+        raise UsageError(f"--trace {args.trace}: unknown bundled trace; choose from "
+                         f"{', '.join(TRACES)}")
+
+
 def run_demo(args) -> int:
+    check_demo_args(args)
     from rich.table import Table
 
     from vecsched.adapters.sim.replay.demo_tick import demo_tick, run_demo as decide
 
     console = _console()
-    tick = demo_tick(seed=args.seed, n_running=args.nodes, n_pending=args.pending,
-                     trace=args.trace)
+    with step(console, f"loading the {args.trace} trace and building the tick"):
+        tick = demo_tick(seed=args.seed, n_running=args.nodes, n_pending=args.pending,
+                         trace=args.trace)
     console.print(f"[bold]One tick[/bold] - {tick.description}")
     warm = warm_with_spinner(console)
     with_ray = not args.no_ray
@@ -74,7 +86,10 @@ def run_demo(args) -> int:
         console.print("[yellow]ray is not installed: deciding without Ray's scheduler "
                       "(pip install 'vecsched[ray]')[/yellow]")
         with_ray = False
-    res = decide(tick, repeat=args.repeat, with_ray=with_ray)
+    who = "the engine, the baseline" + (" and Ray 2.60's scheduler (the slow one)"
+                                        if with_ray else "")
+    with step(console, f"deciding the tick {args.repeat} time(s) with {who}"):
+        res = decide(tick, repeat=args.repeat, with_ray=with_ray)
     rows = res["rows"]
     table = Table(title="Decisions side by side (median time per tick)")
     for col in ("scheduler", "time", "nodes launched", "GPU nodes", "terminated",
@@ -125,15 +140,30 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
                         "engine,baseline,ray)")
     r.add_argument("--out", default="replay-out", help="directory for the plots and "
                                                       "summary.json (default: replay-out)")
+    r.add_argument("--from", dest="t_from", default=None, metavar="TIME",
+                   help="window by time: replay the arrivals from TIME on (trace seconds, or "
+                        "with a unit: 90s, 30m, 2h, 12d); the pods alive then run from t = 0 "
+                        "(see --warm-start)")
+    r.add_argument("--to", dest="t_to", default=None, metavar="TIME",
+                   help="window by time: up to TIME (exclusive; default: the trace's end)")
+    r.add_argument("--duration", default=None, metavar="TIME",
+                   help="window by time: TIME long (from --from, or up to --to, or from the "
+                        "trace's first arrival)")
+    r.add_argument("--warm-start", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the pods alive at the window's start from t = 0 on nodes the "
+                        "scheduler under test launches for them (default: on for a window "
+                        "by time, off for a window by rows)")
     r.add_argument("--pods", type=int, default=None,
-                   help="how many pods (trace rows) to replay (default 2000)")
+                   help="window by rows: how many pods (trace rows) to replay (the bundled "
+                        "demo: 2000)")
     r.add_argument("--start", type=int, default=None,
-                   help="first trace row of the window (default: the last --pods rows)")
+                   help="window by rows: first trace row (default: the last --pods rows)")
     r.add_argument("--compress", type=float, default=1.0,
                    help="divide inter-arrival times and durations by F (default 1)")
     r.add_argument("--arrival-scale", type=float, default=None,
-                   help="divide inter-arrival times only by K: K times the load "
-                        "(default 200)")
+                   help="divide inter-arrival times only by K: K times the load (default 1, "
+                        "the recorded rate; 200 only for the bundled demo: a bundled trace "
+                        "without --from/--to/--duration)")
     r.add_argument("--gangs", type=float, default=0.0, metavar="SHARE",
                    help="gang overlay: group about SHARE of the pods (e.g. 0.2) into "
                         "placement groups of 2-8 bundles, strategies PACK / SPREAD / "
@@ -171,13 +201,70 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
     r.epilog = METRICS_HELP.format(share=HELD_SHARE, ticks=HELD_MIN_TICKS)
 
 
+# A trace file replayed with no window given: its last 6 hours of arrivals, with the
+# work alive before them as a warm start (a whole trace of weeks at 5 s ticks would take
+# hours); the header says so.
+DEFAULT_LAST_S = 6 * 3600.0
+
+
+def replay_window(args, demo):
+    """The replay's ``Window`` from the command line: by time (--from / --to /
+    --duration) or by rows (--start / --pods). The arrival scale is 1 (the recorded
+    rate) unless --arrival-scale is given, except for the bundled demo: a bundled trace
+    replayed by rows, whose default is ``demo``'s window and scale (200x), stated in the
+    header with how to turn it off. A trace file with no window: its last
+    ``DEFAULT_LAST_S`` of arrivals (the whole trace if it is shorter), stated."""
+    from vecsched.adapters.sim.replay.window import Window, parse_seconds
+    from vecsched.adapters.traces import BUNDLED, TRACES
+    t_from = None if args.t_from is None else parse_seconds(args.t_from, "--from")
+    t_to = None if args.t_to is None else parse_seconds(args.t_to, "--to")
+    if args.duration is not None:
+        span = parse_seconds(args.duration, "--duration")
+        if span <= 0:
+            raise ValueError(f"--duration must be > 0, got {args.duration!r}")
+        if t_from is not None and t_to is not None:
+            raise ValueError("--duration: give two of --from, --to and --duration")
+        if t_to is not None:
+            t_from = max(0.0, t_to - span)
+        else:
+            t_from = 0.0 if t_from is None else t_from
+            t_to = t_from + span
+    by_time = t_from is not None or t_to is not None
+    by_rows = args.pods is not None or args.start is not None
+    if by_time and by_rows:
+        raise ValueError("--from/--to/--duration (a window by time) and --start/--pods (a "
+                         "window by rows) exclude each other")
+    bundled = args.trace is None or args.trace in TRACES or args.trace in BUNDLED
+    scale, note = args.arrival_scale, ""
+    if not by_time and bundled:                  # the bundled demo: a row window, x200
+        if scale is None:
+            scale, note = demo.arrival_scale, ("the bundled demo's default; --arrival-scale 1 "
+                                               "for the recorded rate")
+        start = args.start if args.start is not None else (demo.start if args.pods is None
+                                                           else None)
+        return Window(start=start, pods=args.pods if args.pods is not None else demo.pods,
+                      compress=args.compress, arrival_scale=scale,
+                      warm_start=args.warm_start, note=note)
+    if scale is None:
+        scale = 1.0
+    if by_time:
+        return Window(start=0, compress=args.compress, arrival_scale=scale,
+                      t_from=t_from, t_to=t_to, warm_start=args.warm_start)
+    if not by_rows:                              # a trace file, no window: its last hours
+        return Window(start=0, compress=args.compress, arrival_scale=scale,
+                      last_s=DEFAULT_LAST_S, warm_start=args.warm_start)
+    return Window(start=args.start, pods=args.pods, compress=args.compress,
+                  arrival_scale=scale, warm_start=args.warm_start)
+
+
 def summary(trace, config, results, *, compile_s: float, wall_s: float,
             extra: dict | None = None) -> dict:
     """What ``summary.json`` holds: the trace and its scaling, the config, one metrics
     dict per scheduler (``schedulers.<name>``, same keys for every scheduler), the Ray
     check, and any ``extra`` top-level keys."""
     from vecsched.adapters.sim.replay.metrics import DEFINITIONS
-    out = {"trace": trace.name, "scaling": trace.scaling, "warnings": trace.warnings,
+    out = {"trace": trace.name, "scaling": trace.scaling, "load": trace.load_info,
+           "warnings": trace.warnings,
            "placement_groups": trace.gangs.describe(), "caps": trace.caps,
            "config": asdict(config),
            "price_source": trace.price_source, "definitions": list(DEFINITIONS),
@@ -186,6 +273,58 @@ def summary(trace, config, results, *, compile_s: float, wall_s: float,
            "check_ray": next((r.check for r in results if r.check), None)}
     out.update(extra or {})
     return out
+
+
+# (option, whether its value is acceptable, what it must be); None values are defaults
+_REPLAY_LIMITS = (
+    ("pods", lambda v: v >= 1, ">= 1"), ("start", lambda v: v >= 0, ">= 0"),
+    ("compress", lambda v: v > 0, "> 0"), ("arrival_scale", lambda v: v > 0, "> 0"),
+    ("gangs", lambda v: 0 <= v <= 1, "between 0 and 1"), ("seed", lambda v: v >= 0, ">= 0"),
+    ("idle_timeout", lambda v: v >= 0, ">= 0"), ("pending_idle_timeout", lambda v: v >= 0, ">= 0"),
+    ("tail", lambda v: v >= 0, ">= 0"), ("max_launches", lambda v: v >= 1, ">= 1"),
+    ("upscaling_speed", lambda v: v >= 0, ">= 0"), ("preemption_rate", lambda v: v >= 0, ">= 0"),
+    ("launch_failure_rate", lambda v: 0 <= v <= 1, "between 0 and 1"),
+    ("progress_every", lambda v: v > 0, "> 0"),
+)
+
+
+def check_replay_args(args, known: list) -> tuple[list, bool]:
+    """Refuse a bad replay request before any work: each number in its range (NaN
+    refused), schedulers by name, Ray when a scheduler needs it, the trace and
+    worker-group names or files, and an ``--out`` that can be written. Returns the
+    schedulers to run and whether to check the engine against Ray."""
+    import math
+    from pathlib import Path
+
+    from vecsched.adapters.traces import TRACES, WORKER_GROUP_SETS
+
+    for attr, ok, must in _REPLAY_LIMITS:
+        v = getattr(args, attr, None)
+        if v is not None and (not ok(v) or (isinstance(v, float) and math.isnan(v))):
+            raise UsageError(f"--{attr.replace('_', '-')} must be {must}, got {v}")
+    default = [n for n in known if n in ("engine", "baseline", "ray")]
+    names = [n.strip() for n in (args.scheduler or ",".join(default)).split(",") if n.strip()]
+    bad = [n for n in names if n not in known]
+    if bad or not names:
+        raise UsageError(f"--scheduler: unknown {', '.join(bad) or '(empty)'}; "
+                         f"choose from {', '.join(known)}")
+    for value, option, names_ok in ((args.trace, "trace", TRACES),
+                                    (args.groups, "--groups", WORKER_GROUP_SETS)):
+        if value is not None and value not in names_ok and not Path(value).is_file():
+            raise UsageError(f"{option} {value}: neither a bundled name "
+                             f"({', '.join(names_ok)}) nor an existing file")
+    have_ray = _have_ray()
+    if not have_ray and ([n for n in names if n != "baseline"] or args.check_ray):
+        if args.scheduler is None and args.check_ray is None:
+            names = ["baseline"]
+        else:
+            raise UsageError("ray is not installed (pip install 'vecsched[ray]'); without "
+                             "it only --scheduler baseline runs")
+    check = ("engine" in names and have_ray) if args.check_ray is None else args.check_ray
+    if check and "engine" not in names:
+        raise UsageError("--check-ray checks the engine: add engine to --scheduler")
+    check_output_dir(args.out, "--out")
+    return names, check
 
 
 def run_replay(args) -> int:
@@ -197,39 +336,14 @@ def run_replay(args) -> int:
     from vecsched.adapters.sim.replay.simulation import DEFAULT_WINDOW, Replay, ReplayConfig, Window, load
 
     t_start = time.perf_counter()
+    names, check = check_replay_args(args, list(SCHEDULERS))
     console = _console()
-    known = list(SCHEDULERS)
-    default = [n for n in known if n in ("engine", "baseline", "ray")]
-    names = [n.strip() for n in (args.scheduler or ",".join(default)).split(",") if n.strip()]
-    bad = [n for n in names if n not in known]
-    if bad or not names:
-        console.print(f"[red]error:[/red] --scheduler: unknown {', '.join(bad) or '(empty)'}; "
-                      f"choose from {', '.join(known)}")
-        return 2
-    have_ray = _have_ray()
-    needs_ray = [n for n in names if n != "baseline"]
-    if not have_ray and (needs_ray or args.check_ray):
-        if args.scheduler is None and args.check_ray is None:
-            names = [n for n in names if n == "baseline"]
-            console.print("[yellow]ray is not installed: replaying the baseline only (the "
-                          "engine runs through Ray's protobuf interface; pip install "
-                          "'vecsched[ray]')[/yellow]")
-        else:
-            console.print("[red]error:[/red] ray is not installed (pip install 'vecsched[ray]')")
-            return 2
-    if not args.progress_every > 0:
-        console.print(f"[red]error:[/red] --progress-every must be > 0, got {args.progress_every}")
-        return 2
-    check = ("engine" in names and have_ray) if args.check_ray is None else args.check_ray
-    if check and "engine" not in names:
-        console.print("[red]error:[/red] --check-ray checks the engine: add engine to --scheduler")
-        return 2
+    if args.scheduler is None and names == ["baseline"]:
+        console.print("[yellow]ray is not installed: replaying the baseline only (the "
+                      "engine runs through Ray's protobuf interface; pip install "
+                      "'vecsched[ray]')[/yellow]")
     try:
-        window = Window(start=args.start if args.start is not None else DEFAULT_WINDOW.start,
-                        pods=args.pods if args.pods is not None else DEFAULT_WINDOW.pods,
-                        compress=args.compress,
-                        arrival_scale=(args.arrival_scale if args.arrival_scale is not None
-                                       else DEFAULT_WINDOW.arrival_scale))
+        window = replay_window(args, DEFAULT_WINDOW)
         config = ReplayConfig(seed=args.seed, idle_timeout_s=args.idle_timeout,
                               tail_s=args.tail, max_concurrent_launches=args.max_launches,
                               upscaling_speed=args.upscaling_speed,
@@ -237,12 +351,15 @@ def run_replay(args) -> int:
                               launch_failure_rate=args.launch_failure_rate,
                               pending_idle_timeout_s=args.pending_idle_timeout)
         trace = load(args.trace, args.groups, window, GangOverlay(args.gangs, seed=args.seed))
-    except (TraceError, ProblemError, ValueError, FileNotFoundError, KeyError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        return 2
+    except (TraceError, ProblemError) as e:
+        raise UsageError(str(e)) from None
+    except (ValueError, KeyError) as e:      # a window or config value the replay refuses
+        raise UsageError(str(e.args[0]) if e.args else type(e).__name__) from None
     console.print(f"[bold]Replay[/bold] {trace.name}: {trace.n_units} units in "
                   f"{len(trace.shapes)} shapes, {len(trace.types) - 1} worker groups + head")
-    console.print(f"scaling: {trace.scaling}")
+    for line in terms_lines(args.trace, args.groups):
+        console.print(line, style="dim", highlight=False)
+    console.print(f"load replayed: {trace.scaling}")
     if trace.gangs.G:
         console.print(f"placement groups: {trace.gangs.describe()}")
     if trace.caps:
@@ -256,6 +373,12 @@ def run_replay(args) -> int:
                        checker.make if checker else make, Replay, args.progress_every)
 
     from vecsched.adapters.sim.replay.report import hours_table, legend, summary_table
+    for r in results:
+        w = r.metrics.get("warm_start") or {}
+        if w.get("units"):
+            console.print(f"warm start, {r.scheduler}: {w['placed']} of {w['units']} pods "
+                          f"placed at t = 0 on {w['nodes']} nodes it launched for them",
+                          highlight=False)
     console.print(summary_table(results))
     for line in legend(results):
         console.print(line, style="dim", highlight=False)

@@ -79,10 +79,24 @@ def add_parser(sub) -> None:
     w.set_defaults(fn=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+class PlainConsole:
+    """The part of rich's console the warm-up uses, for an install without the cli
+    extra (an image that installs vecsched[ray] and warms up at build time): plain
+    lines on stdout, rich's [markup] removed."""
 
-    console = Console()
+    is_terminal = False
+
+    def print(self, text: str = "", **_kw) -> None:
+        import re
+        print(re.sub(r"\[/?[a-z ]+\]", "", str(text)), flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from rich.console import Console
+        console = Console()
+    except ImportError:
+        console = PlainConsole()
     res = warm_with_spinner(console, codec=not args.engine_only)
     where = os.environ.get("NUMBA_CACHE_DIR") or "__pycache__ beside the kernels' sources"
     what = "compiled" if res["compiled"] else "loaded from the cache"

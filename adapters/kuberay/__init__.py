@@ -2,10 +2,13 @@
 
 * ``sidecar.py``: what ``vecsched-monitor kuberay-autoscaler`` adds to Ray's own KubeRay
   code (patches recorded, replicas ownership conflicts, stale reads, Ray cross-check).
-* ``apiserver.py``, ``store.py``, ``selectors.py``, ``tls.py``: a loopback Kubernetes API
-  server STAND-IN (no real cluster runs here).
-* ``operator.py``, ``raypods.py``: a KubeRay operator STAND-IN whose pods are real Ray
-  2.60 worker nodes.
-* ``cluster.py``, ``scenario.py``, ``demo.py``: the local KubeRay cluster, the
-  end-to-end scenario and ``vecsched kuberay-demo``.
+* ``client.py``: the side-car's subclass of Ray's Kubernetes client (reads watched,
+  patches guarded); ``guard.py``: patches addressed by group name with ``test`` ops;
+  ``groups.py``: malformed worker groups found and left out of Ray's view.
+  What is guaranteed and what is not: docs/kuberay.md.
+* The stand-ins to test it (no real Kubernetes cluster runs here) live in
+  ``adapters/sim/kube/``: the API server (``apiserver.py``, ``store.py``), the KubeRay
+  operator (``operator.py``, ``raypods.py``), the local cluster and the scenarios
+  (``local_cluster.py``, ``scenario.py``, ``reorder.py``); ``vecsched kuberay-demo`` is
+  ``adapters/cli/kuberay.py``.
 """

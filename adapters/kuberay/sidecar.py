@@ -13,7 +13,19 @@ a subclass of Ray's ``KubernetesHttpApiClient`` (same requests, same bodies) tha
 * reports ``replicas`` outside [minReplicas, maxReplicas] (the operator clamps it);
 * detects a **stale read** (a RayCluster older than one already seen) and reads again
   with ``?resourceVersion=<newest seen>`` (the API server's "not older than"), so
-  Ray's provider never builds a patch from an old ``workersToDelete``/``replicas``.
+  Ray's provider never builds a patch from an old ``workersToDelete``/``replicas``;
+  the first read after a start (nothing seen yet) is checked against a fresh LIST;
+* **guards every patch** (``guard.py``, in ``client.py``): ``test`` ops on the
+  resourceVersion decided on and on each group's name at its index; a failed guard is
+  re-read and retried at the group's current index, or refused and reported if the
+  group itself changed; ``wrong_group_patches`` counts patches that landed on a group
+  other than the one meant (0 with the guard);
+* reports a **malformed group** (``groups.py``: ``replicas: null``, ``maxReplicas:
+  "3"``, no ``groupName``, ...) and hands Ray the RayCluster without it, so the other
+  groups keep scaling.
+
+The ledger's counters (``guard``, ``check``) and lists are plain attributes, read
+under its lock by :meth:`Ledger.snapshot` (metrics exporters read that).
 
 With ``VECSCHED_RAY_CHECK=1`` in engine mode, Ray's own ``ResourceDemandScheduler``
 also runs every tick on a copy of the request and any difference is counted and logged
@@ -32,10 +44,16 @@ from typing import Optional
 
 from vecsched.adapters.files import write_json
 
+from .client import tracking_client  # noqa: F401  (re-exported: the side-car's client)
+from .groups import group_problem, split_groups
+from .provider import skipping_provider
+from .guard import wrong_groups
+
 logger = logging.getLogger(__name__)
 
 ENV_FILE = "VECSCHED_KUBERAY_FILE"
 ENV_RAY_CHECK = "VECSCHED_RAY_CHECK"
+ENV_GUARD = "VECSCHED_KUBERAY_GUARD"      # "0": send Ray's patches unguarded (to measure)
 FILE_NAME = "vecsched_kuberay.json"
 _REPLICAS = re.compile(r"^/spec/workerGroupSpecs/(\d+)/replicas$")
 
@@ -58,6 +76,27 @@ def _owner(cr: dict, exclude: Optional[str]) -> Optional[str]:
     return best.get("manager") if best else None
 
 
+def _writer_of(cr: dict, path: str, exclude: Optional[str]) -> Optional[str]:
+    """The manager that last wrote the field at JSON pointer ``path`` (lists are owned
+    whole), other than ``exclude``."""
+    keys = []
+    for part in path.strip("/").split("/"):
+        if part.isdigit() or part == "-":
+            break
+        keys.append("f:" + part.replace("~1", "/").replace("~0", "~"))
+    best = None
+    for e in (cr.get("metadata") or {}).get("managedFields") or []:
+        node = e.get("fieldsV1") or {}
+        for k in keys:
+            node = node.get(k) if isinstance(node, dict) else None
+            if node is None:
+                break
+        if node is not None and e.get("manager") != exclude:
+            if best is None or (e.get("time") or "") >= (best.get("time") or ""):
+                best = e
+    return best.get("manager") if best else None
+
+
 class Ledger:
     """The side-car's record: patches, conflicts, stale reads, Ray cross-check."""
 
@@ -67,6 +106,9 @@ class Ledger:
         self.conflicts: list = []
         self.findings: list = []
         self.stale_reads: list = []
+        self.guard = {"guarded_patches": 0, "guard_failures": 0, "version_retries": 0,
+                      "moved_retries": 0, "refused": 0, "wrong_group_patches": 0}
+        self.wrong_group_patches: list = []
         self.check = {"ticks": 0, "diff_ticks": 0, "known_divergence_ticks": 0,
                       "errors": 0, "last_diff": []}
         self.last_cluster: Optional[dict] = None
@@ -77,16 +119,31 @@ class Ledger:
         self._lock = threading.RLock()
 
     # ---------------------------------------------------------------- client events
-    def on_patch(self, path: str, payload, content_type: str, response: dict) -> None:
+    def on_patch(self, path: str, payload, content_type: str, response: dict,
+                 sent=None, intended: Optional[dict] = None) -> None:
+        """A patch that landed: ``payload`` as Ray built it, ``sent`` as it went on the
+        wire (guarded and re-addressed; the payload itself when unguarded),
+        ``intended`` the group meant at each index written."""
         with self._lock:
             rv = _rv(response)
+            sent = payload if sent is None else sent
             self.patches.append({"t": self.clock(), "path": path,
                                  "content_type": content_type, "payload": payload,
-                                 "resource_version": rv})
+                                 "sent": sent, "resource_version": rv})
+            if sent is not payload:
+                self.guard["guarded_patches"] += 1
+            wrong = wrong_groups(intended or {}, response)
+            if wrong:
+                self.guard["wrong_group_patches"] += 1
+                self.wrong_group_patches.append({
+                    "t": self.clock(), "resource_version": rv, "sent": sent,
+                    "hits": [{"index": i, "meant": m, "hit": h} for i, m, h in wrong]})
+                logger.error("vecsched kuberay: a patch meant for %s landed on %s",
+                             [m for _, m, _ in wrong], [h for _, _, h in wrong])
             if rv is not None:
                 self._newest = max(self._newest, rv)
             groups = (response.get("spec") or {}).get("workerGroupSpecs") or []
-            for op in payload if isinstance(payload, list) else []:
+            for op in sent if isinstance(sent, list) else []:
                 m = _REPLICAS.match(op.get("path", ""))
                 if m and op.get("op") in ("replace", "add") and int(m.group(1)) < len(groups):
                     self._ours[groups[int(m.group(1))]["groupName"]] = op.get("value")
@@ -94,12 +151,18 @@ class Ledger:
             self.last_cluster = response
             self._write()
 
-    def fresh(self, obj: dict, reread) -> dict:
-        """A RayCluster read: re-read it if it is older than one already seen."""
+    def fresh(self, obj: dict, reread, relist=None) -> dict:
+        """A RayCluster read: re-read it if it is older than one already seen. With
+        nothing seen yet (the first read after a start), ``relist()`` (a LIST, which the
+        API server answers from its latest state) gives the version to compare with."""
         with self._lock:
             rv = _rv(obj)
+            first = self._newest < 0
+            if first and relist is not None and rv is not None:
+                self._first_read(obj, rv, relist)
             if rv is not None and rv < self._newest:
-                entry = {"t": self.clock(), "got": rv, "newest_seen": self._newest}
+                entry = {"t": self.clock(), "got": rv, "newest_seen": self._newest,
+                         "first_read": first}
                 obj = reread(self._newest)
                 entry["reread"] = _rv(obj)
                 self.stale_reads.append(entry)
@@ -109,14 +172,116 @@ class Ledger:
             rv = _rv(obj)
             if rv is not None:
                 self._newest = max(self._newest, rv)
+            self._report_malformed(obj)
             self._check_ownership(obj)
             self.last_cluster = obj
             self._write()
             return obj
 
+    def _first_read(self, obj: dict, rv: int, relist) -> None:
+        """Set the newest version seen from a LIST, so a stale first read is caught."""
+        name = (obj.get("metadata") or {}).get("name")
+        try:
+            listed = relist()
+        except Exception as e:             # e.g. no RBAC permission to list
+            logger.warning("vecsched kuberay: cannot LIST rayclusters to check the first "
+                           "read (%s); the first read is taken as it is", e)
+            return
+        for item in (listed or {}).get("items") or []:
+            if (item.get("metadata") or {}).get("name") == name and _rv(item) is not None:
+                self._newest = max(self._newest, _rv(item))
+                if _rv(item) > rv:
+                    logger.warning("vecsched kuberay: the first RayCluster read "
+                                   "(resourceVersion %s) is older than a fresh LIST's (%s)",
+                                   rv, _rv(item))
+
+    def _report_malformed(self, cr: dict) -> None:
+        _, problems = split_groups(cr)
+        name = (cr.get("metadata") or {}).get("name")
+        for p in problems:
+            key = ("malformed", p["field"], repr(p["value"]), p["group"])
+            if key in self._reported:
+                continue
+            self._reported.add(key)
+            self.findings.append({"t": self.clock(), "kind": "malformed_group",
+                                  "cluster": name, **p})
+            logger.warning("vecsched kuberay: RayCluster %s: %s is %r (%s); the group %s "
+                           "is skipped until it is fixed, the other groups scale", name,
+                           p["field"], p["value"], p["reason"], p["group"] or f"#{p['index']}")
+
+    def on_skipped_termination(self, cluster: str, pods: list) -> None:
+        """Pods of a malformed group Ray asked to terminate: kept, reported once each."""
+        with self._lock:
+            for pod in pods:
+                if ("skipped", pod) in self._reported:
+                    continue
+                self._reported.add(("skipped", pod))
+                self.findings.append({"t": self.clock(), "kind": "termination_skipped",
+                                      "cluster": cluster, "pod": pod})
+                logger.warning("vecsched kuberay: RayCluster %s: Ray asked to terminate pod "
+                               "%s of a malformed worker group; kept until the group is "
+                               "fixed", cluster, pod)
+            self._write()
+
+    def on_guard_failure(self, cluster: str, status: int, verdict, basis: dict,
+                         fresh: dict) -> None:
+        """A guarded patch was refused by the API server (422 / 409): what moved or
+        changed between the version decided on and now."""
+        with self._lock:
+            self.guard["guard_failures"] += 1
+            t, writer = self.clock(), _owner(fresh, self._our_manager) or "unknown"
+            for g, (was, now) in verdict.moved.items():
+                self.conflicts.append({
+                    "t": t, "kind": "group_moved", "cluster": cluster, "group": g,
+                    "field": "spec.workerGroupSpecs", "index_decided_on": was,
+                    "index_now": now, "writer": writer, "status": status,
+                    "resource_version": _rv(fresh), "decided_on": _rv(basis)})
+                logger.warning("vecsched kuberay: RayCluster %s: worker group %s moved from "
+                               "index %s to %s between the read and the patch (writer %r); "
+                               "the patch was refused (%s) and is sent to index %s",
+                               cluster, g, was, now, writer, status, now)
+            for g, field, was, now in verdict.changed:
+                self._changed_under_patch(cluster, g, field, was, now, writer, fresh)
+            for g in verdict.gone:
+                self.conflicts.append({"t": t, "kind": "group_gone", "cluster": cluster,
+                                       "group": g, "field": "spec.workerGroupSpecs",
+                                       "writer": writer, "resource_version": _rv(fresh)})
+            for _, path, was, now in verdict.other:
+                who = _writer_of(fresh, path, self._our_manager) or writer
+                self.conflicts.append({"t": t, "kind": "field_changed", "cluster": cluster,
+                                       "field": path, "decided_on": was, "found": now,
+                                       "writer": who, "resource_version": _rv(fresh)})
+                logger.warning("vecsched kuberay: RayCluster %s: %s changed from %r to %r "
+                               "between the read and the patch (writer %r); not patched",
+                               cluster, path, was, now, who)
+            if verdict.retry:
+                self.guard["moved_retries" if verdict.moved else "version_retries"] += 1
+            else:
+                self.guard["refused"] += 1
+            self._write()
+
+    def _changed_under_patch(self, cluster, group, field, was, now, writer, fresh):
+        i = {g.get("groupName"): j for j, g in enumerate(
+            (fresh.get("spec") or {}).get("workerGroupSpecs") or [])}.get(group)
+        path = f"spec.workerGroupSpecs[{i}].{field}"
+        kind = "ownership" if field == "replicas" else "group_changed"
+        entry = {"t": self.clock(), "kind": kind, "cluster": cluster, "field": path,
+                 "group": group, "decided_on": was, "found": now, "writer": writer,
+                 "detected": "patch", "resource_version": _rv(fresh)}
+        if field == "replicas":
+            entry["autoscaler_wrote"] = self._ours.get(group, was)
+            self._ours[group] = now            # reported here; not again on the next read
+        self.conflicts.append(entry)
+        logger.warning("vecsched kuberay: RayCluster %s: %s (group %s) changed from %r to %r "
+                       "between the autoscaler's read and its patch (writer %r); the patch "
+                       "was not applied, the next tick decides from the new value",
+                       cluster, path, group, was, now, writer)
+
     def _check_ownership(self, cr: dict) -> None:
         name = (cr.get("metadata") or {}).get("name")
         for i, g in enumerate((cr.get("spec") or {}).get("workerGroupSpecs") or []):
+            if group_problem(g) is not None:
+                continue                       # reported as malformed
             group, rep = g.get("groupName"), g.get("replicas", 1)
             field = f"spec.workerGroupSpecs[{i}].replicas"
             if group in self._ours and rep != self._ours[group]:
@@ -168,6 +333,8 @@ class Ledger:
             return copy.deepcopy({"pid": os.getpid(), "updated_at": self.clock(),
                                   "patches": self.patches, "conflicts": self.conflicts,
                                   "findings": self.findings, "stale_reads": self.stale_reads,
+                                  "guard": self.guard,
+                                  "wrong_group_patches": self.wrong_group_patches,
                                   "ray_check": self.check})
 
     def _write(self) -> None:
@@ -177,26 +344,6 @@ class Ledger:
             write_json(self.path, self.snapshot(), indent=1)
         except Exception:
             logger.exception("vecsched kuberay: cannot write %s", self.path)
-
-
-def tracking_client(base: type, ledger: Ledger) -> type:
-    """Ray's ``KubernetesHttpApiClient`` with the ledger watching RayCluster reads/patches."""
-
-    class TrackingKubernetesHttpApiClient(base):
-        def get(self, path: str):
-            out = super().get(path)
-            if path.startswith("rayclusters/") and "?" not in path and isinstance(out, dict):
-                out = ledger.fresh(out, lambda rv: base.get(
-                    self, f"{path}?resourceVersion={rv}"))
-            return out
-
-        def patch(self, path: str, payload, content_type: str = "application/json-patch+json"):
-            out = super().patch(path, payload, content_type)
-            if path.startswith("rayclusters/") and isinstance(out, dict):
-                ledger.on_patch(path, payload, content_type, out)
-            return out
-
-    return TrackingKubernetesHttpApiClient
 
 
 def ray_checked(cls: type, ledger: Ledger) -> type:
@@ -238,9 +385,16 @@ def prepare(stats_path: Optional[str] = None) -> Ledger:
     path = os.environ.get(ENV_FILE) or (
         os.path.join(os.path.dirname(stats_path), FILE_NAME) if stats_path else None)
     ledger = Ledger(path)
-    client = tracking_client(node_provider.KubernetesHttpApiClient, ledger)
+    guard = os.environ.get(ENV_GUARD, "1") != "0"
+    if not guard:
+        logger.warning("vecsched kuberay: %s=0: RayCluster patches are sent unguarded "
+                       "(index-addressed, as Ray 2.60 sends them)", ENV_GUARD)
+    client = tracking_client(node_provider.KubernetesHttpApiClient, ledger, guard=guard)
     node_provider.KubernetesHttpApiClient = client       # AutoscalingConfigProducer
     cloud_provider.KubernetesHttpApiClient = client      # KubeRayProvider (+ IPPR)
+    # pods of a malformed group are not terminated (provider.py)
+    autoscaler_module.KubeRayProvider = skipping_provider(cloud_provider.KubeRayProvider,
+                                                          ledger)
     cls = installed()
     if cls is not None and cls.mode == "engine" and os.environ.get(ENV_RAY_CHECK) == "1":
         autoscaler_module.ResourceDemandScheduler = ray_checked(cls, ledger)

@@ -1,7 +1,7 @@
 """A leader lease with a fencing token, judged on the holder's own monotonic clock.
 
-A `LeaseBackend` holds the lease (Redis here, `redis_backend.RedisLeaseBackend`; a
-Kubernetes `coordination.k8s.io/v1` Lease would implement the same four calls, its
+A `LeaseBackend` holds the lease: a Redis key (`redis_backend.RedisLeaseBackend`) or a
+Kubernetes `coordination.k8s.io/v1` Lease (`kube_backend.KubeLeaseBackend`, its
 `leaseTransitions` being the epoch and its `resourceVersion` the compare-and-swap).
 Every successful acquisition grants an **epoch** strictly greater than every epoch
 granted before: the fencing token each write of the holder carries (`fenced.py`).

@@ -1,4 +1,4 @@
-"""SchedulingRequest -> Problem, and Plan -> SchedulingReply (RAY_V2_SEMANTICS.md §1).
+"""SchedulingRequest -> Problem, and Plan -> SchedulingReply (docs/ray-semantics.md §1).
 
 The codec reads each protobuf map once, in its own iteration order (Ray's float
 sums follow that order, so the engine is handed the same order), and keeps the

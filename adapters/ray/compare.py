@@ -1,5 +1,5 @@
 """Compare two SchedulingReplies by their decisions (ids and timestamps dropped,
-RAY_V2_SEMANTICS.md §8): used by shadow mode and by the differential tests."""
+docs/ray-semantics.md §8): used by shadow mode and by the differential tests."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,7 @@ from ray.autoscaler.v2.scheduler import SchedulingReply
 from ray.core.generated.instance_manager_pb2 import TerminationRequest
 
 def decisions(reply: SchedulingReply) -> dict:
-    """A reply's decisions with ids and timestamps dropped (RAY_V2_SEMANTICS.md §8)."""
+    """A reply's decisions with ids and timestamps dropped (docs/ray-semantics.md §8)."""
     return {
         "launch": dict(sorted(Counter({lr.instance_type: lr.count
                                        for lr in reply.to_launch}).items())),

@@ -2,7 +2,7 @@
 own scheduler and to the engine alike (demo, replay, benchmarks).
 
 Placement groups (``GangSpec``) are encoded as Ray 2.60's GCS reports pending ones
-(RAY_V2_SEMANTICS.md §3.7): ``details`` is the spec's name (``<pg hex>:<strategy>:
+(docs/ray-semantics.md §3.7): ``details`` is the spec's name (``<pg hex>:<strategy>:
 <state>``), every bundle is written to the legacy ``requests`` list and to
 ``bundle_selectors[0].resource_requests``, each with its affinity / anti-affinity
 placement constraint. A node's labels starting with ``_PG_`` (the GCS's marks of the

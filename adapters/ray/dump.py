@@ -21,6 +21,7 @@ every tick's request when ``VECSCHED_DUMP_DIR`` is set: ``DIR/tick-000001.json``
 from __future__ import annotations
 
 import base64
+import binascii
 import dataclasses
 import enum
 import importlib
@@ -46,6 +47,8 @@ def _name(cls) -> str:
 
 
 def _cls(name: str):
+    if not isinstance(name, str):
+        raise DumpError(f"class name {name!r:.40}: expected a string")
     mod, _, qual = name.partition(":")
     if not mod.startswith(_ALLOWED):
         raise DumpError(f"class {name!r}: only classes from ray.* modules are loaded")
@@ -94,18 +97,81 @@ def _enc(x: Any):
     raise DumpError(f"cannot serialise a {type(x).__name__} ({x!r:.80})")
 
 
+class _Bad(Exception):
+    """A malformed value inside a dump; ``where`` collects its place on the way out."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message, self.where = message, []
+
+    def at(self, part: str) -> "_Bad":
+        self.where.append(part)
+        return self
+
+    def text(self) -> str:
+        return "request" + "".join(reversed(self.where)) + ": " + self.message
+
+
+_LEAF_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, ImportError,
+                AssertionError)          # Ray's dataclasses assert their invariants
+
+
 def _dec(x: Any):
+    """A decoded value; a malformed one raises ``_Bad`` naming its place."""
     if isinstance(x, list):
-        return [_dec(v) for v in x]
+        out = []
+        for i, v in enumerate(x):
+            try:
+                out.append(_dec(v))
+            except _Bad as e:
+                raise e.at(f"[{i}]") from None
+        return out
     if not isinstance(x, dict):
         return x
+    try:
+        return _dec_tagged(x)
+    except _Bad:
+        raise
+    except DumpError as e:
+        raise _Bad(str(e)) from None
+    except _LEAF_ERRORS as e:
+        raise _Bad(_leaf_message(x, e)) from None
+
+
+def _leaf_message(x: dict, e: Exception) -> str:
+    tag = next((k for k in ("@pb", "@dc", "@map", "@tuple", "@float", "@enum") if k in x),
+               None)
+    what = f"a {tag} value" if tag else "a value"
+    if isinstance(e, KeyError):
+        return f"{what} lacks its {e} field"
+    detail = " ".join(str(e).split())[:200] or "it fails the class's own checks"
+    return f"{what} is malformed ({type(e).__name__}: {detail})"
+
+
+def _dec_tagged(x: dict):
+    from google.protobuf.message import DecodeError
+
     if "@pb" in x:
+        if not isinstance(x["@pb"], str) or not isinstance(x["b64"], str):
+            raise _Bad("@pb and b64 must be strings")
         msg = _message_class(x["@pb"])()
-        msg.ParseFromString(base64.b64decode(x["b64"]))
+        try:
+            msg.ParseFromString(base64.b64decode(x["b64"], validate=True))
+        except (binascii.Error, ValueError):
+            raise _Bad(f"b64 of a {x['@pb']} is not base64") from None
+        except DecodeError:
+            raise _Bad(f"b64 does not hold a {x['@pb']} message") from None
         return msg
     if "@dc" in x:
         cls = _cls(x["@dc"])
-        fields = {k: _dec(v) for k, v in x["fields"].items()}
+        if not dataclasses.is_dataclass(cls) or not isinstance(x["fields"], dict):
+            raise _Bad(f"@dc {x['@dc']!r} is not a dataclass with a dict of fields")
+        fields = {}
+        for k, v in x["fields"].items():
+            try:
+                fields[k] = _dec(v)
+            except _Bad as e:
+                raise e.at(f".{k}") from None
         init = {f.name for f in dataclasses.fields(cls) if f.init}
         obj = cls(**{k: v for k, v in fields.items() if k in init})
         for k, v in fields.items():
@@ -113,14 +179,23 @@ def _dec(x: Any):
                 object.__setattr__(obj, k, v)
         return obj
     if "@map" in x:
-        return {_dec(k): _dec(v) for k, v in x["@map"]}
+        out = {}
+        for i, (k, v) in enumerate(x["@map"]):
+            try:
+                out[_dec(k)] = _dec(v)
+            except _Bad as e:
+                raise e.at(f"[{k!r:.40}]" if isinstance(k, (str, int)) else f"[{i}]") from None
+        return out
     if "@tuple" in x:
-        return tuple(_dec(v) for v in x["@tuple"])
+        return tuple(_dec(x["@tuple"]))
     if "@float" in x:
         return float(x["@float"])
     if "@enum" in x:
-        return _cls(x["@enum"])[x["name"]]
-    raise DumpError(f"unknown tagged value with keys {sorted(x)}")
+        cls = _cls(x["@enum"])
+        if not (isinstance(cls, type) and issubclass(cls, enum.Enum)):
+            raise _Bad(f"@enum {x['@enum']!r} is not an enum")
+        return cls[x["name"]]
+    raise _Bad(f"unknown tagged value with keys {sorted(x)[:5]}")
 
 
 def dump_request(request, path: str, context: Optional[dict] = None) -> str:
@@ -134,18 +209,32 @@ def dump_request(request, path: str, context: Optional[dict] = None) -> str:
 
 
 def load_dump(path: str) -> dict:
-    """The whole file: ``{"request": SchedulingRequest, "context": dict, "ray_version": str}``."""
+    """The whole file: ``{"request": SchedulingRequest, "context": dict, "ray_version": str}``.
+    A file that is not a well-formed dump raises ``DumpError`` naming the bad field."""
     try:
-        with open(path) as f:
-            doc = json.load(f)
-    except ValueError as e:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read())
+    except (ValueError, UnicodeDecodeError) as e:
         raise DumpError(f"{path}: not JSON ({e})") from None
+    except RecursionError:
+        raise DumpError(f"{path}: JSON nested too deeply") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise DumpError(f"{path}: not a dumped SchedulingRequest (format "
                         f"{doc.get('format') if isinstance(doc, dict) else None!r}, "
                         f"expected {FORMAT!r})")
-    return {"request": _dec(doc["request"]), "context": doc.get("context") or {},
-            "ray_version": doc.get("ray_version")}
+    if "request" not in doc:
+        raise DumpError(f"{path}: no 'request' field")
+    context = doc.get("context") or {}
+    if not isinstance(context, dict):
+        raise DumpError(f"{path}: context: expected a JSON object, got "
+                        f"{type(context).__name__}")
+    try:
+        request = _dec(doc["request"])
+    except _Bad as e:
+        raise DumpError(f"{path}: {e.text()}") from None
+    except RecursionError:
+        raise DumpError(f"{path}: request: nested too deeply") from None
+    return {"request": request, "context": context, "ray_version": doc.get("ray_version")}
 
 
 def load_request(path: str):

@@ -19,19 +19,9 @@ did, and every answer is read from its decision data, not from a second algorith
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 import numpy as np
-
-def register(sub) -> None:
-    p = sub.add_parser("explain", help="why one dumped autoscaler tick did not scale "
-                                       "(unplaced requests, groups that could not grow)",
-                       description=__doc__.split("\n\n")[0])
-    p.add_argument("path", help="a request dumped by the monitor (VECSCHED_DUMP_DIR) or by "
-                                "vecsched.adapters.ray.dump_request")
-    p.add_argument("--json", action="store_true", help="print the same as JSON")
-    p.set_defaults(fn=main)
 
 
 def _fmt(d: dict) -> str:
@@ -63,35 +53,151 @@ class _Words:
         return f"minReplicas (min_workers {n})" if self.kuberay else f"min_workers {n}"
 
 
-def _largest_offer(p, need: dict) -> str:
-    """For a shape no group can hold: which resources fall short, and the most any
-    configured group offers of each; else the group that comes closest."""
-    types = [t for t in range(p.T) if p.type_configured[t]]
-    short = []
-    for k, v in need.items():
-        if v <= 0:
-            continue
-        r = p.col(k)
-        best = max(types, key=lambda t: p.type_free[t, r] if r >= 0 else 0.0, default=None)
-        have = float(p.type_free[best, r]) if (best is not None and r >= 0) else 0.0
-        if have < v:
-            short.append(f"{k} {v:g}: the most any group offers is {have:g}"
-                         + (f" ({p.type_names[best]})" if have > 0 else ""))
-    if short:
-        return "; ".join(short)
+class _Offers:
+    """What the configured worker groups offer, computed once per tick, so that each
+    unplaced row's words are a lookup rather than a scan of the groups."""
 
-    def covered(t):
-        return sum(1 for k, v in need.items() if v <= 0 or p.type_free[t, p.col(k)] >= v)
-    best = max(types, key=covered)
-    offer = {p.resources[r]: float(p.type_free[best, r]) for r in range(p.R)
-             if p.type_cap[best, r] > 0}
-    return f"no single group has all of it; the closest is {p.type_names[best]} {_fmt(offer)}"
+    def __init__(self, p):
+        self.p = p
+        self.types = np.flatnonzero(p.type_configured)
+        free = p.type_free[self.types]                        # (T', R)
+        self.best = (self.types[np.argmax(free, axis=0)] if len(self.types)
+                     else np.full(p.R, -1))                   # (R,) group offering most
+        self.most = free.max(axis=0) if len(self.types) else np.zeros(p.R)
+
+    def fits(self, need: np.ndarray, chunk: int = 8192) -> np.ndarray:
+        """(A, T') bool: which configured groups hold each of the A bundles (compared
+        ``chunk`` bundles at a time, to bound the (chunk, T', R) temporary)."""
+        free = self.p.type_free[self.types][None, :, :]
+        out = np.empty((len(need), len(self.types)), bool)
+        for a in range(0, len(need), chunk):
+            n = need[a:a + chunk, None, :]
+            out[a:a + chunk] = ((n <= 0) | (free >= n)).all(axis=2)
+        return out
+
+    def largest(self, need: dict, row: np.ndarray) -> str:
+        """For a shape no group can hold: which resources fall short, and the most any
+        configured group offers of each; else the group that comes closest."""
+        p = self.p
+        short = []
+        for k, v in need.items():
+            if v <= 0:
+                continue
+            r = p.col(k)
+            have = float(self.most[r]) if (r >= 0 and len(self.types)) else 0.0
+            if have < v:
+                short.append(f"{k} {v:g}: the most any group offers is {have:g}"
+                             + (f" ({p.type_names[self.best[r]]})" if have > 0 else ""))
+        if short:
+            return "; ".join(short)
+        if not len(self.types):
+            return "no worker group is configured"
+        covered = ((row[None, :] <= 0) | (p.type_free[self.types] >= row[None, :])).sum(axis=1)
+        best = int(self.types[int(np.argmax(covered))])
+        offer = {p.resources[r]: float(p.type_free[best, r]) for r in range(p.R)
+                 if p.type_cap[best, r] > 0}
+        return (f"no single group has all of it; the closest is {p.type_names[best]} "
+                f"{_fmt(offer)}")
+
+
+class _Reasons:
+    """Why unplaced demand waits, in words, for one decided tick: ``Plan.infeasible_why``
+    / ``Plan.gang_why`` codes turned into text. The groups that fit a bundle are found
+    for all bundles at once (one array comparison), and each distinct answer is
+    worded once."""
+
+    def __init__(self, p, counts: np.ndarray, words: _Words):
+        self.p, self.counts, self.words = p, counts, words
+        self.offers = _Offers(p)
+        self.cols = {name: r for r, name in enumerate(p.resources)}
+        self.blocked_max: set = set()
+        self._at_max: dict = {}
+
+    def row(self, need: dict) -> np.ndarray:
+        """A bundle as a row of the problem's resource columns."""
+        row = np.zeros(self.p.R)
+        for k, v in need.items():
+            r = self.cols.get(k, -1)
+            if r >= 0:
+                row[r] = v
+        return row
+
+    def words_for(self, whys: np.ndarray, needs: list, selectors: list) -> list:
+        """(reason code, text) of each unplaced bundle: ``whys`` the engine's codes,
+        ``needs`` the bundles (dicts), ``selectors`` their label selectors in words."""
+        rows = np.array([self.row(n) for n in needs]).reshape(len(needs), self.p.R)
+        out: list = [None] * len(needs)
+        at_max = np.flatnonzero((whys != 1) & (whys != 3) & (whys != 4))
+        if at_max.size:
+            fits = self.offers.fits(rows[at_max])
+            for i, f in zip(at_max.tolist(), fits):
+                out[i] = self._at_max_words(f)
+        for i in np.flatnonzero(whys == 1).tolist():
+            out[i] = ("no_shape", "no worker group has this shape: "
+                      + self.offers.largest(needs[i], rows[i]))
+        for i in np.flatnonzero(whys == 4).tolist():
+            out[i] = ("no_label_match", f"no worker group with room for it matches its label "
+                                        f"selector ({selectors[i] or '?'})")
+        for i in np.flatnonzero(whys == 3).tolist():
+            out[i] = ("at_max_num_nodes",
+                      f"the cluster is at max_num_nodes ({self.p.max_num_nodes} nodes)")
+        return out
+
+    def _at_max_words(self, fits: np.ndarray) -> tuple:
+        key = fits.tobytes()
+        if key not in self._at_max:
+            p, counts = self.p, self.counts
+            types = self.offers.types[fits].tolist()
+            self.blocked_max.update(types)
+            names = ", ".join(f"{p.type_names[t]} ({int(counts[t])}/{int(p.type_max[t])})"
+                              for t in types)
+            limit = "maxReplicas" if self.words.kuberay else "max_workers"
+            self._at_max[key] = ("at_max_workers",
+                                 f"every group that fits it is at its {limit}: {names}")
+        return self._at_max[key]
+
+
+def _bundle(rr) -> dict:
+    """A bundle as a dict sorted by resource name: protobuf iterates maps in hash-table
+    order, which may differ between processes, and the explanation must not."""
+    return {k: float(v) for k, v in sorted(rr.resources_bundle.items())}
+
+
+def _unplaced_runs(d, plan, reasons: _Reasons) -> list:
+    """One entry per plain request run the engine left (partly) unplaced."""
+    runs = np.flatnonzero(plan.infeasible)
+    msgs = [d.requests[s] for s in runs.tolist()]
+    needs = [_bundle(rr) for rr in msgs]
+    sels = [_selectors(rr) if rr.label_selectors else "" for rr in msgs]
+    worded = reasons.words_for(np.asarray(plan.infeasible_why)[runs].astype(np.int64),
+                               needs, sels)
+    return [{"kind": "task/actor", "shape": need, "count": int(plan.infeasible[s]),
+             "label_selector": sel or None, "reason": code, "why": text}
+            for s, need, sel, (code, text) in zip(runs.tolist(), needs, sels, worded)]
+
+
+def _unplaced_gangs(d, plan, reasons: _Reasons) -> list:
+    """One entry per placement group the engine could not place, worded by its largest
+    bundle."""
+    gangs = np.flatnonzero(plan.gang_infeasible).tolist()
+    shapes, firsts, sels = [], [], []
+    for g in gangs:
+        reqs = d.gangs[g].requests
+        bundles = [_bundle(r) for r in reqs]
+        shapes.append(bundles)
+        firsts.append(max(bundles, key=lambda b: sum(b.values())) if bundles else {})
+        sels.append(_selectors(reqs[0]) if len(reqs) else "")
+    whys = np.array([int(plan.gang_why[g]) if len(plan.gang_why) else 2 for g in gangs],
+                    np.int64)
+    worded = reasons.words_for(whys, firsts, sels)
+    return [{"kind": "placement group", "shape": bundles, "count": 1,
+             "detail": d.gangs[g].details, "reason": code, "why": text}
+            for g, bundles, (code, text) in zip(gangs, shapes, worded)]
 
 
 def explain(request, context: dict | None = None) -> dict:
     """The explanation of one tick as plain data (see the module doc)."""
     from vecsched.engine import schedule
-    from vecsched.engine.model.dtypes import Status
 
     from .codec import decode
 
@@ -107,72 +213,49 @@ def explain(request, context: dict | None = None) -> dict:
         "nodes": int(p.N), "launch": plan.launches(),
         "terminate": dict(Counter(c for _, c in plan.terminations())),
         "groups": {p.type_names[t]: int(counts[t]) for t in range(p.T) if p.type_configured[t]}}}
-    blocked_max = set()
-
-    def reason(why: int, need: dict, rr=None) -> tuple:
-        if why == 1:
-            return "no_shape", f"no worker group has this shape: {_largest_offer(p, need)}"
-        if why == 4:
-            return "no_label_match", (f"no worker group with room for it matches its label "
-                                      f"selector ({_selectors(rr) if rr is not None else '?'})")
-        if why == 3:
-            return "at_max_num_nodes", (f"the cluster is at max_num_nodes ({p.max_num_nodes}"
-                                        f" nodes)")
-        fits = [t for t in range(p.T) if p.type_configured[t] and all(
-            v <= 0 or (p.col(k) >= 0 and p.type_free[t, p.col(k)] >= v)
-            for k, v in need.items())]
-        blocked_max.update(fits)
-        names = ", ".join(f"{p.type_names[t]} ({int(counts[t])}/{int(p.type_max[t])})"
-                          for t in fits)
-        return "at_max_workers", (f"every group that fits it is at its "
-                                  f"{'maxReplicas' if words.kuberay else 'max_workers'}: "
-                                  f"{names}")
-
-    for s in np.flatnonzero(plan.infeasible).tolist():
-        rr = d.requests[s]
-        need = {k: float(v) for k, v in rr.resources_bundle.items()}
-        code, text = reason(int(plan.infeasible_why[s]), need, rr)
-        out["unplaced"].append({"kind": "task/actor", "shape": need,
-                                "count": int(plan.infeasible[s]),
-                                "label_selector": _selectors(rr) or None,
-                                "reason": code, "why": text})
-    for g in np.flatnonzero(plan.gang_infeasible).tolist():
-        gang = d.gangs[g]
-        bundles = [{k: float(v) for k, v in r.resources_bundle.items()} for r in gang.requests]
-        why = int(plan.gang_why[g]) if len(plan.gang_why) else 2
-        first = max(bundles, key=lambda b: sum(b.values())) if bundles else {}
-        code, text = reason(why, first, gang.requests[0] if len(gang.requests) else None)
-        out["unplaced"].append({"kind": "placement group", "shape": bundles, "count": 1,
-                                "detail": gang.details, "reason": code, "why": text})
+    reasons = _Reasons(p, counts, words)
+    out["unplaced"] += _unplaced_runs(d, plan, reasons)
+    out["unplaced"] += _unplaced_gangs(d, plan, reasons)
     if plan.constraint_infeasible:
         out["unplaced"].append({"kind": "request_resources()", "shape": None, "count": 1,
                                 "reason": "constraint_infeasible",
                                 "why": "the request_resources() minimum cannot be met with "
                                        "the groups' limits"})
-    for t in sorted(blocked_max):
+    for t in sorted(reasons.blocked_max):
         out["groups"].append({"group": p.type_names[t], "reason": "at_max",
                               "why": f"at {words.max(p.type_names[t], int(p.type_max[t]))} "
                                      f"with {int(counts[t])} nodes; demand that fits it waits"})
     out["groups"] += _held_back(request, plan, p, context)
+    out["groups"] += _not_running_yet(request)
+    out["groups"] += _busy_without_resources(request, d, p, plan)
+    out["groups"] += _idle_kept(p, plan, words)
+    out["context"] = context
+    return out
+
+
+def _not_running_yet(request) -> list:
+    """Groups with nodes requested from the cloud that do not run Ray yet."""
+    from vecsched.engine.model.dtypes import Status
+
     pend = Counter()
     for inst in request.current_instances:
         im = inst.im_instance
         if im is not None and im.status in (Status.REQUESTED, Status.ALLOCATED,
                                             Status.RAY_INSTALLING) and inst.ray_node is None:
             pend[im.instance_type] += 1
-    for name, n in sorted(pend.items()):
-        out["groups"].append({"group": name, "reason": "not_running_yet",
-                              "why": f"{n} node(s) requested from the cloud are not running Ray"
-                                     f" yet (on Kubernetes: pods Pending or starting)"})
-    out["groups"] += _busy_without_resources(request, d, p, plan)
+    return [{"group": name, "reason": "not_running_yet",
+             "why": f"{n} node(s) requested from the cloud are not running Ray"
+                    f" yet (on Kubernetes: pods Pending or starting)"}
+            for name, n in sorted(pend.items())]
+
+
+def _idle_kept(p, plan, words: _Words) -> list:
+    """Groups whose idle nodes past the timeout min_workers / minReplicas kept."""
     kept = Counter(p.type_names[int(p.node_type[m])] for m in plan.idle_kept.tolist())
-    for name, n in sorted(kept.items()):
-        t = p.type_names.index(name)
-        out["groups"].append({"group": name, "reason": "idle_kept_by_min",
-                              "why": f"{n} idle node(s) past the idle timeout kept by "
-                                     f"{words.min(int(p.type_min[t]))}"})
-    out["context"] = context
-    return out
+    return [{"group": name, "reason": "idle_kept_by_min",
+             "why": f"{n} idle node(s) past the idle timeout kept by "
+                    f"{words.min(int(p.type_min[p.type_names.index(name)]))}"}
+            for name, n in sorted(kept.items())]
 
 
 def _busy_without_resources(request, d, p, plan) -> list:
@@ -182,13 +265,11 @@ def _busy_without_resources(request, d, p, plan) -> list:
     from vecsched.engine.model.dtypes import Kind, Status
 
     by_type: dict = {}
-    terminated = set(plan.term_node.tolist())
-    for m in range(p.N):
-        if (int(p.node_kind[m]) != Kind.WORKER or int(p.node_status[m]) != Status.RAY_RUNNING
-                or m in terminated or p.node_idle_ms[m] > 0 or not p.node_has_ray[m]):
-            continue
-        if not np.all(p.node_free[m] >= p.node_total[m]):
-            continue                                   # using resources: busy for a reason
+    free = ((p.node_kind == Kind.WORKER) & (p.node_status == Status.RAY_RUNNING)
+            & (p.node_idle_ms <= 0) & p.node_has_ray
+            & np.all(p.node_free >= p.node_total, axis=1))    # else busy for a reason
+    free[plan.term_node] = False
+    for m in np.flatnonzero(free).tolist():
         node = d.instances[int(p.node_source[m])].ray_node
         why = ", ".join(node.node_activity) if node is not None and node.node_activity else ""
         by_type.setdefault(p.type_names[int(p.node_type[m])], []).append(why)
@@ -248,37 +329,3 @@ def _held_back(request, plan, p, context: dict) -> list:
             code = "held_by_upscaling_speed"
         out.append({"group": name, "reason": code, "why": why})
     return out
-
-
-def main(args) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from .dump import DumpError, load_dump
-
-    console = Console()
-    try:
-        doc = load_dump(args.path)
-    except (OSError, DumpError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        return 2
-    res = explain(doc["request"], doc["context"])
-    if args.json:
-        print(json.dumps(res, indent=1, default=str))
-        return 0
-    s = res["summary"]
-    console.print(f"[bold]{args.path}[/bold]: {s['nodes']} nodes; launch {s['launch'] or 'none'}"
-                  f"; terminate {s['terminate'] or 'none'}")
-    t = Table(title=f"Unplaced requests ({len(res['unplaced'])})")
-    for c in ("kind", "shape", "count", "reason", "why"):
-        t.add_column(c, overflow="fold")
-    for u in res["unplaced"]:
-        t.add_row(u["kind"], json.dumps(u["shape"]), str(u["count"]), u["reason"], u["why"])
-    console.print(t)
-    g = Table(title=f"Groups that could not grow or shrink ({len(res['groups'])})")
-    for c in ("group", "reason", "why"):
-        g.add_column(c, overflow="fold")
-    for r in res["groups"]:
-        g.add_row(r["group"], r["reason"], r["why"])
-    console.print(g)
-    return 0

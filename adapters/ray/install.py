@@ -2,7 +2,7 @@
 
 Ray 2.60 has no setting that chooses the autoscaler's scheduler: ``Autoscaler.__init__``
 (``ray/autoscaler/v2/autoscaler.py``) builds ``ResourceDemandScheduler(event_logger)`` by
-name (RAY_V2_SEMANTICS.md §11). :func:`install` rebinds that name, in the autoscaler
+name (docs/ray-semantics.md §11). :func:`install` rebinds that name, in the autoscaler
 (monitor) process and before the ``Autoscaler`` is built, to :class:`AutoscalerScheduler`,
 a subclass of ``EngineScheduler`` that also never raises, counts every tick, writes a small
 stats file, can run in shadow mode, and lets Ray's scheduler decide while the engine's

@@ -1,6 +1,8 @@
 """Recorded traces as Arrow tables: the schema and its validation (``schema``), zstd
 Parquet I/O and the bundled traces shipped as package data (``parquet``), and the
-mapping of rows to engine inputs (``mapping``). ``bundled/README.md`` documents the
+mapping of rows to engine inputs (``mapping``); a CSV of your own to those tables with a
+TOML mapping file (``csv_import``, ``map_file``, ``expressions``; ``vecsched trace
+import``, docs/traces.md). ``data/README.md`` documents the
 tables column by column, how each bundled file was derived, and their licences.
 
     from vecsched.adapters import traces as T

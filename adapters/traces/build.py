@@ -1,14 +1,15 @@
-"""Convert the raw Alibaba trace CSVs into the bundled Parquet files (``bundled/``).
+"""Convert the raw Alibaba trace CSVs into the bundled Parquet files (``data/``).
 
     python -m vecsched.adapters.traces.build [--raw DIR] [--out DIR]
 
---raw defaults to ../shared/traces/raw next to the repository; --out to
-data/. The raw
-files are checked against raw/SHA256SUMS (when present) before conversion, and each
-output records its source file and SHA-256 in the Parquet schema metadata. Output is
+--raw is the folder of the upstream CSVs as published (data/README.md, "Provenance",
+names each file, its repository, commit and SHA-256); it defaults to
+``shared/traces/raw`` in the folder that holds the repository. --out defaults to
+data/. The raw files are checked against raw/SHA256SUMS (when present) before
+conversion, and each output records its source file and SHA-256 in the Parquet schema metadata. Output is
 deterministic: re-running with the same pyarrow writes byte-identical files. Every
-mapping choice is documented in bundled/README.md. The worker groups' ``price`` is
-ILLUSTRATIVE (``prices.py``; the metadata key ``vecsched.price_source`` says so).
+mapping choice is documented in data/README.md. The worker groups' ``price`` is
+ILLUSTRATIVE (``group_prices.py``; the metadata key ``vecsched.price_source`` says so).
 
 Schema version 2 (custom ``resources``, ``app`` / ``max_per_node``): none of the raw
 traces converted here has them, so this script writes version-1 demand files. A
@@ -193,9 +194,9 @@ def convert_spot_nodes(raw: Path) -> tuple[pa.Table, dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--raw", type=Path, default=REPO.parent / "shared" / "traces" / "raw",
-                    help="directory of the raw CSVs (default: ../shared/traces/raw)")
+                    help="directory of the raw CSVs (default: shared/traces/raw beside the repository)")
     ap.add_argument("--out", type=Path, default=parquet.DATA_DIR,
-                    help="output directory (default: adapters/traces/bundled)")
+                    help="output directory (default: data/, the bundled package data)")
     args = ap.parse_args(argv)
     raw, out = args.raw.resolve(), args.out
     if not raw.is_dir():

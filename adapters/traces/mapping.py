@@ -1,5 +1,5 @@
 """Trace rows as what the engine and Ray take: worker groups as ``NodeTypeSpec``s,
-demand rows as Ray resource bundles (``bundled/README.md``, "Mapping to the engine").
+demand rows as Ray resource bundles (``data/README.md``, "Mapping to the engine").
 
 Version 2's columns map to what Ray offers:
 

@@ -1,6 +1,6 @@
 """The trace tables' schema and validation (the file boundary of a replay).
 
-Two tables (``bundled/README.md`` documents them column by column):
+Two tables (``data/README.md`` documents them column by column):
 
 - **demand**: one row per request (a pod, a task, a gang member), with arrival,
   duration and resources. ``arrival_s`` is int64 or float64 seconds from trace start.

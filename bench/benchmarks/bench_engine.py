@@ -1,7 +1,7 @@
 """asv benchmarks of the engine, one class per area (numpy's benchmarks/ style).
 
 Data come from the seeded, append-only generators in ``common.py`` (the synthetic
-cluster of RAY_V2_SEMANTICS.md §11, saturated scenario unless a parameter says
+cluster of docs/ray-semantics.md §12, saturated scenario unless a parameter says
 otherwise). Setup builds inputs and warms the numba kernels up; only the call
 named by the method is measured. ``Tick`` is the grid without placement groups
 (``cluster_v1``); ``TickGangs`` adds 1,000 GCS-encoded placement groups and

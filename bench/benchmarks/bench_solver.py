@@ -6,7 +6,7 @@ the model and the efficient mode's plan (the solver's hint, as in
 ``bench/cross_check.py``); ``CrossCheck.time_solve`` times one solve (one worker,
 seed 0, at most 5 deterministic seconds: the 200-bundle tick of seed 0 hits it,
 about 10 s, unproven). ``CrossCheckQuality`` records quality beside speed
-(DESIGN.md §6 item 10) up to 100 bundles: the gap of ray-compat's and the
+(docs/design.md §6 item 10) up to 100 bundles: the gap of ray-compat's and the
 efficient mode's plans to the solver's proven bound, and whether the optimum
 was proven (the smoke run stays short).
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 from . import common  # noqa: F401,I001  (first: puts the repo root on sys.path)
 
 from vecsched.engine import schedule
-from vecsched.engine.solver import assignment_of_plan, build_instance, check_plan, solve
-from tests.ganggen import gang_tick
+from vecsched.engine.solver import assignment_of_plan, build_instance, cross_check_plan, solve
+from tests.kits.ganggen import gang_tick
 
 _LIMIT = 5.0
 
@@ -46,11 +46,11 @@ class CrossCheckQuality:
         self.res = solve(self.inst, hint=self.hint, deterministic_limit=_LIMIT)
 
     def track_gap_ray_compat(self, bundles):
-        return float(check_plan(self.inst, schedule(self.problem), self.res).gap)
+        return float(cross_check_plan(self.inst, schedule(self.problem), self.res).gap)
 
     def track_gap_efficient(self, bundles):
-        return float(check_plan(self.inst, self.eff, self.res,
-                                gang_place=self.eff.stats["gang_place"]).gap)
+        return float(cross_check_plan(self.inst, self.eff, self.res,
+                                      gang_place=self.eff.stats["gang_place"]).gap)
 
     def track_proven_optimal(self, bundles):
         return int(self.res.optimal)

@@ -1,6 +1,6 @@
-"""Seeded, append-only data generators for the benchmarks (DESIGN.md §6 item 10).
+"""Seeded, append-only data generators for the benchmarks (docs/design.md §6 item 10).
 
-The synthetic cluster is the one of RAY_V2_SEMANTICS.md §11, so engine timings can
+The synthetic cluster is the one of docs/ray-semantics.md §12, so engine timings can
 be read next to the Ray timings recorded there:
 
 * 10 worker groups (cpu-8, cpu-32, cpu-96, highmem-16, spot-cpu-32 with priority -1
@@ -20,7 +20,7 @@ be read next to the Ray timings recorded there:
 
 Every quantity sits on a dyadic grid (quarter CPUs and GPUs, whole GiB, accelerator
 markers of 2**-10 instead of Ray's 0.001) so float sums are exact and Ray and the
-engine cannot disagree on a tie through rounding (RAY_V2_SEMANTICS.md §8).
+engine cannot disagree on a tie through rounding (docs/ray-semantics.md §8).
 
 ``cluster_v1`` was written while the engine handed gang requests, label selectors,
 placement constraints, cluster resource constraints, IPPR and
@@ -236,14 +236,14 @@ def _split(rng, total: int, n: int) -> list:
 def cluster_v1(nodes: int = 1000, units: int = 1000, shapes: int = 20,
                scenario: str = "saturated", seed: int = 0, gangs: int = 0,
                degenerate: bool = False) -> ClusterSpec:
-    """The §11 synthetic cluster: ``nodes`` worker instances that become scheduling
+    """The §12 synthetic cluster: ``nodes`` worker instances that become scheduling
     nodes (95 % running, 5 % pending) plus the head and 1 % terminated records, and
     ``units`` request units in ``shapes`` distinct shapes (2 of them infeasible).
 
     The node side depends only on (nodes, scenario, seed) and the demand only on
     (units, shapes, seed, degenerate), so a demand sweep keeps the cluster fixed.
     ``degenerate`` adds two pre-filter-defeating shapes ({CPU: 0}, {memory: 1 GiB},
-    RAY_V2_SEMANTICS Q9) holding ~2 % of the units each, taken from the others.
+    docs/ray-semantics.md Q9) holding ~2 % of the units each, taken from the others.
     """
     if gangs:
         raise NotImplementedError(
@@ -328,7 +328,7 @@ _GANG_BUNDLES_V2 = ({"CPU": 1.0}, {"CPU": 4.0}, {"CPU": 2.0, "memory": 8 * GIB},
 def cluster_v2(nodes: int = 1000, units: int = 1000, shapes: int = 20,
                scenario: str = "saturated", seed: int = 0, gangs: int = 0) -> ClusterSpec:
     """``cluster_v1``'s cluster and demand plus ``gangs`` placement groups as
-    RAY_V2_SEMANTICS §11 describes them: 2-8 equal bundles each, strategy uniform
+    docs/ray-semantics.md §12 describes them: 2-8 equal bundles each, strategy uniform
     over PACK / SPREAD / STRICT_PACK / STRICT_SPREAD (encoded by the emitters the
     way the GCS encodes them)."""
     base = cluster_v1(nodes=nodes, units=units, shapes=shapes, scenario=scenario, seed=seed)
@@ -409,7 +409,7 @@ def scheduling_request(spec: ClusterSpec):
 
 
 def _gang_pb(gang):
-    """A placement group as the GCS reports it (RAY_V2_SEMANTICS §3.7): every
+    """A placement group as the GCS reports it (docs/ray-semantics.md §3.7): every
     bundle in the legacy ``requests`` and in ``bundle_selectors[0]``, STRICT_*
     strategies as an (anti-)affinity on ``_PG_<hex>``."""
     from ray.core.generated.autoscaler_pb2 import (AffinityConstraint, AntiAffinityConstraint,

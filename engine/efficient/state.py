@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from vecsched.engine.model.dtypes import Kind, Status
+from vecsched.engine.model.dtypes import Status
 from vecsched.engine.model.problem import Problem, order_mask
+from vecsched.engine.model.termination import terminable
 
 # How far along a node is (higher: ready sooner). Demand goes to the most
 # advanced nodes first, so the nodes left unneeded are the cheapest to drop.
@@ -49,9 +50,7 @@ class State:
         self.M = N
         self.new_types: list[int] = []
         self.terms: list[tuple[int, int, int]] = []     # (node, cause, value), reply order
-        self.terminable = np.zeros(N, bool)
-        self.terminable[:] = (p.node_kind != Kind.HEAD) & ~np.isin(p.node_status,
-                                                                   Status.UNTERMINABLE)
+        self.terminable = terminable(p)     # never the head, nor REQUESTED / RAY_STOP_REQUESTED
         conf = p.type_configured
         have = np.bincount(p.node_type[self.alive[:N]], minlength=p.T)
         self.type_room = np.where(conf, np.maximum(p.type_max - have, 0), 0).astype(np.int64)

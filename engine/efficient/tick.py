@@ -1,6 +1,6 @@
 """One efficient-mode tick: Problem in, Plan out.
 
-The phases follow Ray's (RAY_V2_SEMANTICS.md §3) where they are not a packing
+The phases follow Ray's (docs/ray-semantics.md §3) where they are not a packing
 choice, with its crash-class and lifecycle quirks fixed; the packing is the
 mode's own (``pack``, ``gangs``):
 
@@ -28,10 +28,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from vecsched.engine.model.dtypes import CNT, CODE, IDX, QTY, Cause, Kind, Status, Why
+from vecsched.engine.model.assemble import (Decisions, Placements, Terminations, assemble_plan,
+                                            kept_totals, launch_counts)
+from vecsched.engine.model.dtypes import CNT, IDX, Cause, Kind, Status, Why
 from vecsched.engine.model.fits import fit_count, selector_mask
 from vecsched.engine.model.plan import Plan
 from vecsched.engine.model.problem import Problem
+from vecsched.engine.model.termination import (cap_victims, longest_idle_first, outdated_terms,
+                                               type_idle_timeouts)
 from .cost import Costs
 from .gang_place import gang_batch, place_gangs
 from .options import EfficientOptions
@@ -56,16 +60,16 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
     if opts.cancel_pending:
         _cancel_pending(st, costs)
     consolidate(st, opts)
-    return _assemble(st, run_order, infeasible, why, placements, con_bad, gang_bad, gang_order,
-                     stats)
+    return _assemble(st, run_order, infeasible, why, placements,
+                     constraint_infeasible=bool(con_bad), gang_infeasible=gang_bad,
+                     gang_order=np.asarray(gang_order, IDX), stats=stats)
 
 
 # ---- fixed phases ---------------------------------------------------------------------
 
 def _outdated(st: State) -> None:
     p = st.p
-    for n in np.flatnonzero(p.node_outdated & st.terminable).tolist():
-        st.terms.append((n, Cause.OUTDATED, 0))
+    st.terms += outdated_terms(p, st.terminable)
     if p.disable_launch_config_check:
         return
     for n in range(p.N):
@@ -91,9 +95,7 @@ def _victims(st: State, cand: np.ndarray, k: int) -> np.ndarray:
         return cand[:0]
     total = np.where(p.node_total[cand] > 0, p.node_total[cand], 1.0)
     util = ((p.node_total[cand] - st.free[cand]) / total).mean(axis=1)
-    # pending first (nothing runs there yet), longest idle, least used, lowest index
-    order = np.lexsort((cand, util, -p.node_idle_ms[cand], p.node_has_ray[cand]))
-    return cand[order][:k]
+    return cap_victims(p, cand, k, util)
 
 
 def _caps(st: State) -> None:
@@ -161,15 +163,12 @@ def _why(st: State, s: int) -> int:
 def _idle(st: State) -> None:
     p = st.p
     N = p.N
-    per_type = np.where(p.type_configured & ~np.isnan(p.type_idle_timeout_s),
-                        p.type_idle_timeout_s, p.idle_timeout_s)
-    timeout = per_type[p.node_type]
+    timeout = type_idle_timeouts(p)[p.node_type]
     with np.errstate(invalid="ignore"):
         idle = (st.alive[:N] & st.terminable & ~st.received[:N] & p.node_has_ray
                 & (p.node_status == Status.RAY_RUNNING) & ~np.isnan(timeout)
                 & (p.node_idle_ms > timeout * 1000.0))
-    cand = np.flatnonzero(idle)
-    for n in cand[np.lexsort((cand, -p.node_idle_ms[cand]))].tolist():
+    for n in longest_idle_first(p, np.flatnonzero(idle)).tolist():
         if not st.keeps_min(n):
             st.terminate(n, Cause.IDLE, int(p.node_idle_ms[n]))
 
@@ -198,34 +197,15 @@ def _cancel_pending(st: State, costs: Costs) -> None:
 
 # ---- the plan -------------------------------------------------------------------------
 
-def _assemble(st: State, run_order, infeasible, why, placements, con_bad, gang_bad,
-              gang_order, stats) -> Plan:
+def _assemble(st: State, run_order, infeasible, why, placements, **extra) -> Plan:
+    """The shared assembly (`assemble_plan`) of the state's decisions: new nodes
+    carry their config's type, placements merge to one row per (slot, run).
+    ``extra``: the Plan fields beyond the common ones (gangs, constraint, stats)."""
     p = st.p
-    N, T = p.N, p.T
     new_type = np.asarray(st.new_types, IDX)
-    launch = np.bincount(new_type, minlength=T).astype(CNT)
-    _, first = np.unique(new_type, return_index=True)
-    terms = st.terms
-    term_node = np.asarray([n for n, _, _ in terms], IDX)
-    slots = np.asarray([m for m, _, _ in placements], np.int64)
-    runs = np.asarray([i for _, i, _ in placements], np.int64)
-    units = np.asarray([k for _, _, k in placements], np.int64)
-    if len(slots):      # one row per (slot, run), in slot order
-        key = slots * max(p.S, 1) + runs
-        uk, inv = np.unique(key, return_inverse=True)
-        units = np.bincount(inv, weights=units).astype(CNT)
-        slots, runs = uk // max(p.S, 1), uk % max(p.S, 1)
-    cluster = p.node_total[st.alive[:N]].sum(axis=0) + launch.astype(QTY) @ p.type_cap
-    return Plan(
-        resources=p.resources, type_names=p.type_names, n_nodes=N, launch=launch,
-        launch_order=tuple(int(t) for t in new_type[np.sort(first)]),
-        term_node=term_node,
-        term_cause=np.asarray([c for _, c, _ in terms], CODE),
-        term_value=np.asarray([v for _, _, v in terms], CNT),
-        term_status=p.node_status[term_node].astype(CODE),
+    return assemble_plan(p, Decisions(
+        new_type=new_type, terms=Terminations.of_list(st.terms),
+        placements=Placements.of_triples(placements, p.S),
         infeasible=infeasible, infeasible_why=why, run_order=run_order,
-        place_slot=slots.astype(IDX), place_run=runs.astype(IDX), place_count=units,
-        new_type=new_type, new_template=new_type,
-        cluster_resources=np.ascontiguousarray(cluster, dtype=QTY),
-        constraint_infeasible=bool(con_bad), gang_infeasible=gang_bad,
-        gang_order=np.asarray(gang_order, IDX), pending_since={}, stats=stats)
+        cluster_resources=kept_totals(p, st.alive[:p.N], launch_counts(new_type, p.T))),
+        **extra)

@@ -154,12 +154,22 @@ def _pack_gangs(nodes, M, gr, launch, ps):
     candidates (winners first, in pick order) in front of every other node and
     launches go at the end, so new keys are taken below the smallest and above
     the largest, and the nodes a gang does not visit keep theirs.
+
+    Why one long function: numba compiles it as one frame, so the ~40 scratch
+    arrays are allocated once per tick and sized for the largest gang, and the
+    per-gang steps (candidate merge, existing-node picks, template launches, undo,
+    list reorder) share them without passing them through calls: split into
+    helpers, each call would take a dozen of them (or a record of them).
+    Locals a record is made from carry that record's field names (``Cands``:
+    slot, alive, fresh, taken, placed, label_score ...; ``GangRuns``: ptr, run,
+    cnt, shape); ``*_all`` arrays are the tick's room of which a gang uses a
+    prefix.
     """
     slots, src, rq = ps.slots, ps.src, ps.rq
-    typ, status = slots.type, slots.status
+    type_, status = slots.type, slots.status
     free = src.free
-    g_ptr, g_run, g_cnt, g_shape = gr.ptr, gr.run, gr.cnt, gr.shape
-    G = g_ptr.shape[0] - 1
+    ptr, run, cnt, shape = gr.ptr, gr.run, gr.cnt, gr.shape
+    G = ptr.shape[0] - 1
     T = launch.pristine.shape[0]
     R = free.shape[1]
     H = src.hist.shape[1]
@@ -169,7 +179,7 @@ def _pack_gangs(nodes, M, gr, launch, ps):
     bad = np.zeros(G, dtype=np.bool_)
     units = 0
     for g in range(G):
-        units += g_cnt[g_ptr[g]: g_ptr[g + 1]].sum()
+        units += cnt[ptr[g]: ptr[g + 1]].sum()
     nn = nodes.shape[0]
     cap_nodes = nn + units
     key = np.zeros(Mcap, dtype=np.int64)
@@ -199,16 +209,16 @@ def _pack_gangs(nodes, M, gr, launch, ps):
     # Nodes of each type in the list (only launches change it).
     have = np.zeros(T, dtype=np.int64)
     for i in range(nn):
-        have[typ[nodes[i]]] += 1
+        have[type_[nodes[i]]] += 1
     # Scratch for the largest gang, reused by every gang.
     K_max, g_max = np.int64(1), np.int64(1)
     for g in range(G):
-        K_max = max(K_max, g_ptr[g + 1] - g_ptr[g])
-        g_max = max(g_max, g_cnt[g_ptr[g]: g_ptr[g + 1]].sum())
+        K_max = max(K_max, ptr[g + 1] - ptr[g])
+        g_max = max(g_max, cnt[ptr[g]: ptr[g + 1]].sum())
     C_max = cap_nodes + T + g_max
     keep = _journal(g_max, R, H, L)
     scr = _pick_scratch(tab.nxt.shape[0], R, K_max, H)
-    changed = np.empty(K_max, dtype=np.int64)
+    changed_all = np.empty(K_max, dtype=np.int64)
     left_all = np.empty(K_max, dtype=np.int64)
     live_all = np.empty(K_max, dtype=np.int32)
     shapes_all = np.empty(K_max, dtype=np.int32)
@@ -216,18 +226,18 @@ def _pack_gangs(nodes, M, gr, launch, ps):
     won_all = np.empty(g_max, dtype=np.int64)
     scratch_all = np.zeros(K_max, dtype=np.int64)
     cands = np.empty(C_max, dtype=np.int64)
-    tcand = np.empty(C_max, dtype=np.int64)          # the template loop's candidates
+    tmpl_slot = np.empty(C_max, dtype=np.int64)     # the template loop's candidates
     held = np.empty(max(nrun, 1), dtype=np.int64)
     block = np.empty(C_max, dtype=np.int64)
-    fc = np.empty(C_max, dtype=np.int64)
+    slot = np.empty(C_max, dtype=np.int64)
     won_in = np.full(Mcap, -1, dtype=np.int64)   # the gang a slot last won in
     alive = np.zeros(C_max, dtype=np.bool_)
-    valid = np.zeros(C_max, dtype=np.bool_)
-    did = np.zeros(C_max, dtype=np.bool_)
-    tk_all = np.zeros(C_max * K_max, dtype=np.int64)     # a gang's (C, K) view is contiguous
-    k0, k1 = np.zeros(C_max, dtype=np.int64), np.zeros(C_max, dtype=np.int64)
-    k2 = np.zeros(C_max, dtype=np.int64)
-    k3, k4 = np.zeros(C_max, dtype=np.float64), np.zeros(C_max, dtype=np.float64)
+    fresh = np.zeros(C_max, dtype=np.bool_)
+    placed = np.zeros(C_max, dtype=np.bool_)
+    taken_all = np.zeros(C_max * K_max, dtype=np.int64)    # a gang's (C, K) view is contiguous
+    label_score, gpu_ok = np.zeros(C_max, dtype=np.int64), np.zeros(C_max, dtype=np.int64)
+    match = np.zeros(C_max, dtype=np.int64)
+    util_min, util_mean = np.zeros(C_max, dtype=np.float64), np.zeros(C_max, dtype=np.float64)
     avail = np.zeros(T, dtype=np.int64)
     # (no classes among templates, template mode and batching on): read from
     # arrays so the template loop compiles for the Python caller's types, not literals.
@@ -241,24 +251,24 @@ def _pack_gangs(nodes, M, gr, launch, ps):
     fval = np.zeros(tab.nxt.shape[0], dtype=np.int64)
     tail = np.zeros(tab.nxt.shape[0], dtype=np.int64)
     for g in range(G):
-        runs = g_run[g_ptr[g]: g_ptr[g + 1]]
-        left = left_all[: g_ptr[g + 1] - g_ptr[g]]
+        runs = run[ptr[g]: ptr[g + 1]]
+        left = left_all[: ptr[g + 1] - ptr[g]]
         for k in range(left.shape[0]):
-            left[k] = g_cnt[g_ptr[g] + k]
+            left[k] = cnt[ptr[g] + k]
         if left.sum() == 0:
             continue                    # nothing to place: the list stays as it is
         K = runs.shape[0]
         scratch = scratch_all[:K]
-        chg = changed[:K]
+        changed = changed_all[:K]
         Mg = M
         nkeep = np.int64(0)               # journal entries: existing slots committed by this gang
         # §4.2 pre-filter: running nodes that hold no unit of any live shape wait at the end.
         if K == 1:                       # the usual gang: one run, nothing to sort
             live = runs
-            shapes = g_shape[g_ptr[g]: g_ptr[g] + 1]
+            shapes = shape[ptr[g]: ptr[g] + 1]
         else:
             live = live_all[: _distinct(runs, left, live_all)]
-            shapes = shapes_all[: _distinct(g_shape[g_ptr[g]: g_ptr[g + 1]], left, shapes_all)]
+            shapes = shapes_all[: _distinct(shape[ptr[g]: ptr[g + 1]], left, shapes_all)]
         nh = _holders(ix, shapes, free, rq, mark, g, held)
         hs = held[:nh]
         _by_key(hs, key)
@@ -278,7 +288,7 @@ def _pack_gangs(nodes, M, gr, launch, ps):
                 a += 1
                 cands[nc] = m
                 nc += 1
-                fc[nf] = m
+                slot[nf] = m
                 nf += 1
                 continue
             m = pend[b]
@@ -292,7 +302,7 @@ def _pack_gangs(nodes, M, gr, launch, ps):
                 fst[c] = g
                 fval[c] = _fits_rows(free, m, live, rq)
                 if fval[c]:
-                    fc[nf] = m
+                    slot[nf] = m
                     nf += 1
                     tail[c] = m
                     nxt[m] = -1
@@ -300,14 +310,15 @@ def _pack_gangs(nodes, M, gr, launch, ps):
                 nxt[tail[c]] = m
                 tail[c] = m
                 nxt[m] = -1
-        tk = tk_all[: C_max * K].reshape((C_max, K))
-        ec = Cands(fc, alive, valid, tk, did, k0, k1, k2, k3, k4)     # existing nodes
+        taken = taken_all[: C_max * K].reshape((C_max, K))
+        ec = Cands(slot, alive, fresh, taken, placed, label_score, gpu_ok, match,    # existing
+                   util_min, util_mean)                                           # nodes
         for i in range(nf):
             alive[i] = True
-            did[i] = False
-            valid[i] = False
+            placed[i] = False
+            fresh[i] = False
         # §4.3 existing nodes, in list order.
-        e = _walk_class(runs, g_shape[g_ptr[g]], rq)
+        e = _walk_class(runs, shape[ptr[g]], rq)
         if e >= 0:
             _prefill(ec, nf, e, runs[0], left[0], ps, wc)
         nw = np.int64(0)
@@ -317,12 +328,12 @@ def _pack_gangs(nodes, M, gr, launch, ps):
                 _keep(ec, nf, e, ps, wc)
             if i < 0:
                 break
-            m = fc[i]
+            m = slot[i]
             wc.version[m] += 1
             _save(nkeep, m, keep, ps)
             nkeep += 1
             _mark(m, ps.marks)
-            _win(m, i, ec, nf, ps, runs, left, scratch, chg)
+            _win(m, i, ec, nf, ps, runs, left, scratch, changed)
             if cls[m] >= 0:
                 cls[m] = -1
                 if nxt[m] >= 0:         # the next member now tries the class
@@ -331,21 +342,22 @@ def _pack_gangs(nodes, M, gr, launch, ps):
             won_in[m] = g
             nw += 1
         # §4.5 new nodes: one template per type with room, in config order.
-        k = np.int64(0)
-        won = tcand[:0]
+        launched = np.int64(0)
+        won = tmpl_slot[:0]
         if left.sum() > 0:
             nt = np.int64(0)
             for t in range(T):
                 avail[t] = launch.type_max[t] - have[t] if launch.configured[t] else 0
                 if avail[t] > 0:
-                    tcand[nt] = launch.pristine[t]
+                    tmpl_slot[nt] = launch.pristine[t]
                     alive[nt] = True
-                    valid[nt] = False
+                    fresh[nt] = False
                     nt += 1
             room = -1 if launch.max_nodes < 0 else max(0, launch.max_nodes - nn)
             won = won_all[: left.sum()]
-            tc = Cands(tcand, alive, valid, tk, did, k0, k1, k2, k3, k4)
-            k, left, M1, _, _, _, tmpl = _run_loop(tc, nt, among, ps, runs, left,
+            tc = Cands(tmpl_slot, alive, fresh, taken, placed, label_score, gpu_ok, match,
+                       util_min, util_mean)
+            launched, left, M1, _, _, _, tmpl = _run_loop(tc, nt, among, ps, runs, left,
                                                    LoopMode(yes[0], avail, room, yes[0]),
                                                    M, won, scr)
             for s in range(M, M1):
@@ -374,7 +386,7 @@ def _pack_gangs(nodes, M, gr, launch, ps):
             if status[m] != _RUNNING:
                 pend[npend] = m
                 npend += 1
-        for j in range(k):
+        for j in range(launched):
             m = won[j]
             key[m] = back
             back += 1
@@ -383,7 +395,7 @@ def _pack_gangs(nodes, M, gr, launch, ps):
             pend[npend] = m
             npend += 1
         for j in range(Mg, M):
-            have[typ[j]] += 1
+            have[type_[j]] += 1
     out = lst[:nn]
     _sort_by(out, key, pend[:nn])
     return bad, out.astype(nodes.dtype), M, from_tmpl[: M - M0].copy()

@@ -1,4 +1,4 @@
-"""Label selectors (RAY_V2_SEMANTICS.md §4.9) and the label score (§4.8 item 1).
+"""Label selectors (docs/ray-semantics.md §4.9) and the label score (§4.8 item 1).
 
 ``rq`` is the request table (records.Reqs); here only its selector arrays
 are read.

@@ -1,4 +1,4 @@
-"""The best-node pick (§4.6) with per-candidate caching (DESIGN.md §4 item 3).
+"""The best-node pick (§4.6) with per-candidate caching (docs/design.md §4 item 3).
 
 Every candidate is walked on scratch rows (pack._walk), scored, and the best by
 the key (label score, gpu_ok, matching types, min util, mean util, recoverable

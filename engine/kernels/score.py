@@ -1,4 +1,4 @@
-"""Ray's utilisation score of one node (RAY_V2_SEMANTICS.md §4.8), and the
+"""Ray's utilisation score of one node (docs/ray-semantics.md §4.8), and the
 victim-order utilisation (§3.5).
 
 The float arithmetic is CPython's, term by term: ``u = (total - free) / total``,

@@ -1,7 +1,7 @@
 """Which request row may go where: resource fit, label selectors, anti-affinity.
 
 Plain numpy over the Problem's request table (``problem.req``) and label rows
-(``node_label`` (N, L), ``type_label`` (T, L)): the rules of RAY_V2_SEMANTICS.md
+(``node_label`` (N, L), ``type_label`` (T, L)): the rules of docs/ray-semantics.md
 §4.7 item 2-4 and §4.9, for the efficient mode (``vecsched.engine.efficient``) and the
 CP-SAT cross-check (``vecsched.engine.solver``). Ray-compat has its own numba kernels;
 this module is read-only support for the modes that are not Ray-exact.

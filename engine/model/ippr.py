@@ -1,4 +1,4 @@
-"""KubeRay in-place pod resize (IPPR, RAY_V2_SEMANTICS.md §4.4) as arrays.
+"""KubeRay in-place pod resize (IPPR, docs/ray-semantics.md §4.4) as arrays.
 
 A node's IPPR state mirrors Ray's ``IPPRStatus``: current, desired and
 effective-max CPU/memory, whether a resize was issued (``resizing``), the

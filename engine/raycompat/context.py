@@ -125,12 +125,25 @@ class Context(Transactions):
 
     def __init__(self, p: Problem):
         self.p = p
-        N, R, L = p.N, p.R, len(p.label_keys)
-        H = max(1, int((np.diff(p.req.sel_ptr) > 0).sum()))
-        cap = N + _reserve(p)
-        self.M = N
+        cap = p.N + _reserve(p)
+        self.M = p.N
         self._tx = None
         self._views = {}
+        self._init_slots(cap)
+        self._init_sources(cap)
+        self._init_ippr(cap)
+        self.nodes = np.arange(p.N, dtype=IDX)
+        # Pseudo columns holding each node's private resources (vecsched.engine.model.build.builder).
+        self.private = np.array([n.startswith(PRIVATE_PREFIX) for n in p.resources], bool)
+        self._init_classes(cap)
+        self.rules = Rules(p.implicit, p.exact, int(p.gpu_col), bool(p.conserve_gpu))
+        self._init_templates()
+
+    def _init_slots(self, cap: int) -> None:
+        """What a walk and a score read, and the termination rows, for cap slots:
+        the Problem's nodes in the first N."""
+        p = self.p
+        N, R, L = p.N, p.R, len(p.label_keys)
         z = np.zeros
         self.total = z((cap, R), QTY); self.total[:N] = p.node_total
         self.order = np.full((cap, R), -1, IDX); self.order[:N] = p.node_order
@@ -154,6 +167,14 @@ class Context(Transactions):
         self.cause_value = z(cap, CNT)
         self.sched[:N][p.node_outdated] = Sched.TO_TERMINATE
         self.cause[:N][p.node_outdated] = Cause.OUTDATED
+
+    def _init_sources(self, cap: int) -> None:
+        """The two request sources' rows: demand starts from each node's free
+        resources, the constraint from its totals (every node seen as empty)."""
+        p = self.p
+        N, R = p.N, p.R
+        H = max(1, int((np.diff(p.req.sel_ptr) > 0).sum()))
+        z = np.zeros
         self.free, self.cfree = z((cap, R), QTY), z((cap, R), QTY)
         self.present, self.cpresent = z((cap, R), bool), z((cap, R), bool)
         self.placed_res, self.cplaced_res = z((cap, R), bool), z((cap, R), bool)
@@ -163,21 +184,23 @@ class Context(Transactions):
         self.nhist, self.cnhist = z(cap, np.int64), z(cap, np.int64)
         self.free[:N] = p.node_free
         self.present[:N] = p.node_free_present
-        # The constraint source sees every node as empty: availability = totals.
         tot_present = order_mask(p.node_order, R)
         self.cfree[:N] = np.where(tot_present, p.node_total, 0.0)
         self.cfree[:N][:, p.implicit] = np.where(tot_present[:, p.implicit],
                                                  self.cfree[:N][:, p.implicit], 1.0)
         self.cpresent[:N] = tot_present
-        ip = p.node_ippr                         # IPPR state per slot (vecsched.engine.model.ippr)
+
+    def _init_ippr(self, cap: int) -> None:
+        """IPPR state per slot (vecsched.engine.model.ippr)."""
+        ip = self.p.node_ippr
         self.ippr_attached = _rows(ip["attached"], cap)
         self.ippr_resizing = _rows(ip["resizing"], cap)
         self.ippr_k8s, self.ippr_failed = _rows(ip["k8s"], cap), _rows(ip["failed"], cap)
         self.ippr_raylet, self.ippr_cur = _rows(ip["raylet"], cap), _rows(ip["cur"], cap)
         self.ippr_desired, self.ippr_max = _rows(ip["desired"], cap), _rows(ip["max"], cap)
-        self.nodes = np.arange(N, dtype=IDX)
-        # Pseudo columns holding each node's private resources (vecsched.engine.model.build.builder).
-        self.private = np.array([n.startswith(PRIVATE_PREFIX) for n in p.resources], bool)
+
+    def _init_classes(self, cap: int) -> None:
+        """Class caches, all still to compute."""
         # Strict classes of running nodes per source, computed when first needed;
         # a touched slot leaves its class (-1). -2: not computed yet.
         self.rcls = np.full(cap, -2, IDX)
@@ -190,9 +213,11 @@ class Context(Transactions):
         # The gang kernel's digest of the same key (NaN: to compute; kernels/gangs.py).
         self.ghash = np.full(cap, np.nan)
         self.loose_ids = [{}, {}]
-        self.rules = Rules(p.implicit, p.exact, int(p.gpu_col), bool(p.conserve_gpu))
-        # One pristine new node per configured type: the template every launch of
-        # that type is cloned from (an IPPR group's sized at its max, §4.4).
+
+    def _init_templates(self) -> None:
+        """One pristine new node per configured type: the template every launch of
+        that type is cloned from (an IPPR group's sized at its max, §4.4)."""
+        p = self.p
         self.pristine = {}
         configured = np.flatnonzero(p.type_configured)
         for t, m in zip(configured.tolist(), self.new_slots(configured).tolist()):

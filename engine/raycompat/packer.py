@@ -1,4 +1,4 @@
-"""Ray's core packing routine `_try_schedule` (RAY_V2_SEMANTICS.md §4) over the
+"""Ray's core packing routine `_try_schedule` (docs/ray-semantics.md §4) over the
 context: existing nodes first, then in-place resizes, then new nodes.
 
 Each packing loop keeps a ``Picker``: per candidate, the cached trial walk and

@@ -1,4 +1,4 @@
-"""The ordered phases of one tick (RAY_V2_SEMANTICS.md §3), each a small function
+"""The ordered phases of one tick (docs/ray-semantics.md §3), each a small function
 over the Context. Section numbers refer to that document."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from vecsched.engine.kernels.gangs import _pack_gangs
 from vecsched.engine.kernels.labels import _first_selector
 from vecsched.engine.kernels.records import GangRuns, Launch
 from vecsched.engine.kernels.score import _victim_util
+from vecsched.engine.model.termination import type_idle_timeouts
 from .order import gang_order, request_order, victim_order
 from .packer import Packer
 from .requests_view import Requests
@@ -342,9 +343,7 @@ def idle_termination(ctx: Context) -> np.ndarray:
     order = victim_order(ctx, nodes, util)
     t = ctx.type[order]
     pending = np.isin(ctx.status[order], p.pending_terminable)
-    per_type = np.where(p.type_configured & ~np.isnan(p.type_idle_timeout_s),
-                        p.type_idle_timeout_s, p.idle_timeout_s)
-    timeout = np.where(pending, p.pending_idle_timeout_s, per_type[t])
+    timeout = np.where(pending, p.pending_idle_timeout_s, type_idle_timeouts(p)[t])
     with np.errstate(invalid="ignore"):
         eligible = ((ctx.sched[order] == Sched.SCHEDULABLE) & (ctx.kind[order] != Kind.HEAD)
                     & ~np.isnan(timeout) & (ctx.idle[order] > timeout * 1000)

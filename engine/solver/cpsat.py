@@ -75,29 +75,81 @@ class Result:
         return self.status in ("OPTIMAL", "FEASIBLE")
 
 
+@dataclass(frozen=True)
+class Fixed:
+    """Decisions a solve must keep, turning it into "is there a packing with
+    exactly these decisions?" (a plan's feasibility in the model): ``gangs``
+    (G',) bool placed or not, ``units`` (I,) units placed per plain item,
+    ``launch_max`` (T,) launches per type beyond the forced ones. None: free."""
+    gangs: np.ndarray | None = None
+    units: np.ndarray | None = None
+    launch_max: np.ndarray | None = None
+
+
+@dataclass
+class _Vars:
+    """The model's variables: x[i, k, j] units of item i on bin j of class k,
+    used[k, j] a new bin launched, y[g] gang g placed, z[i] units of plain item
+    i placed; and x grouped by bin (``on_bin``: (k, j) -> [(i, var)]) and by
+    item (``of_item``: i -> [var])."""
+    x: dict
+    used: dict
+    y: list
+    z: dict
+    on_bin: dict
+    of_item: dict
+
+
 def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
           time_limit_s: float | None = None, workers: int = 1, seed: int = 0,
-          fix_gangs=None, fix_units=None, launch_max=None, params=None) -> Result:
+          fixed: Fixed | None = None, params=None) -> Result:
     """Solve ``inst``. ``hint``: an (A, 4) assignment to start from (default: the
-    greedy one, ``vecsched.engine.solver.greedy``). ``fix_gangs`` (G',) bool, ``fix_units``
-    (I,) placed units and ``launch_max`` (T,) launches beyond the forced ones turn
-    the solve into "is there a packing with exactly these decisions?" (a plan's
-    feasibility in the model). ``params``: more CP-SAT parameters by name."""
+    greedy one, ``vecsched.engine.solver.greedy``). ``fixed``: decisions to keep
+    (`Fixed`), which turns the solve into a feasibility question. ``params``:
+    more CP-SAT parameters by name."""
     cp_model = _cp_model()
+    model = cp_model.CpModel()
+    optimise = fixed is None
+    bins, hint, cap_obj = _bins_and_hint(inst, hint) if optimise else (inst.bins.copy(), None,
+                                                                        None)
+    v = _variables(model, inst, bins)
+    _item_constraints(model, inst, v)
+    _bin_constraints(model, inst, v)
+    _class_cuts(model, inst, v.x, v.used, bins)
+    if inst.global_budget >= 0 and v.used:
+        model.add(sum(v.used.values()) <= inst.global_budget)
+    _symmetry(model, inst, v.used, bins)
+    if fixed is not None:
+        _fix(model, inst, v, fixed)
+    objective = _objective(inst, v)
+    model.minimize(objective)
+    if optimise:
+        model.add(objective <= cap_obj)            # nothing worse than the hint is wanted
+        _add_hint(model, inst, hint, v.x, v.used, v.y, v.z)
+    solver = cp_model.CpSolver()
+    _set_params(solver.parameters, workers, seed, deterministic_limit, time_limit_s, params)
+    status = solver.solve(model)
+    res = _read_out(inst, solver, status, v.x, v.used, v.y, v.z)
+    if optimise and not res.feasible and res.status != "INFEASIBLE":
+        res = _from_hint(inst, hint, res)       # the work limit ran out before any solution
+    return res
+
+
+def _bins_and_hint(inst: Instance, hint):
+    """For an optimising solve: the bins per class (none of a dominated class,
+    no more than a cost at most the hint's allows), the hint (default: the
+    greedy one, dominated bins moved) and its objective."""
     from .verify import assignment_value
     from .greedy import greedy_assignment
-    model = cp_model.CpModel()
-    I = inst.I
-    optimise = fix_gangs is None and launch_max is None and fix_units is None
     bins = inst.bins.copy()
-    cap_obj = None
-    if optimise:
-        bins[inst.dominated] = 0
-        hint = greedy_assignment(inst) if hint is None else np.asarray(hint, np.int64)
-        hint = _without_dominated(inst, hint)
-        cap_obj = assignment_value(inst, hint)
-        bins = _cost_capped_bins(inst, bins, cap_obj)
-    # ---- variables --------------------------------------------------------------
+    bins[inst.dominated] = 0
+    hint = greedy_assignment(inst) if hint is None else np.asarray(hint, np.int64)
+    hint = _without_dominated(inst, hint)
+    cap_obj = assignment_value(inst, hint)
+    return _cost_capped_bins(inst, bins, cap_obj), hint, cap_obj
+
+
+def _variables(model, inst: Instance, bins: np.ndarray) -> _Vars:
     x: dict = {}
     for i, k in zip(*np.nonzero(inst.compat)):
         for j in range(int(bins[k])):
@@ -106,78 +158,92 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
     for k in np.flatnonzero(inst.kind == NEW):
         for j in range(int(bins[k])):
             used[k, j] = model.new_bool_var(f"u{k}_{j}")
-    G = len(inst.gangs)
-    y = [model.new_bool_var(f"y{g}") for g in range(G)]
+    y = [model.new_bool_var(f"y{g}") for g in range(len(inst.gangs))]
     z = {i: model.new_int_var(0, int(inst.mult[i]), f"z{i}") for i in np.flatnonzero(inst.run >= 0)}
-    on_bin: dict = {}                  # (k, j) -> [(i, var)]
-    of_item: dict = {}                 # i -> [var]
-    for (i, k, j), v in x.items():
-        on_bin.setdefault((k, j), []).append((i, v))
-        of_item.setdefault(i, []).append(v)
-    # ---- constraints ------------------------------------------------------------
-    for i in range(I):
-        total = sum(of_item.get(i, []))
+    on_bin: dict = {}
+    of_item: dict = {}
+    for (i, k, j), var in x.items():
+        on_bin.setdefault((k, j), []).append((i, var))
+        of_item.setdefault(i, []).append(var)
+    return _Vars(x, used, y, z, on_bin, of_item)
+
+
+def _item_constraints(model, inst: Instance, v: _Vars) -> None:
+    """Every item of a placed gang is placed in full and none of an unplaced
+    one; a plain item's placed units are z[i]."""
+    for i in range(inst.I):
+        total = sum(v.of_item.get(i, []))
         g = int(inst.gang[i])
         if g >= 0:
-            model.add(total == int(inst.mult[i]) * y[g])
+            model.add(total == int(inst.mult[i]) * v.y[g])
         else:
-            model.add(total == z[i])
-    for (k, j), members in on_bin.items():
-        gate = used.get((k, j))
+            model.add(total == v.z[i])
+
+
+def _bin_constraints(model, inst: Instance, v: _Vars) -> None:
+    """Per bin: capacities per column with the over-half clique cut, nothing on
+    a new bin unless used, an anti-affinity group at most once."""
+    for (k, j), members in v.on_bin.items():
+        gate = v.used.get((k, j))
         for c in range(inst.cap.shape[1]):
-            terms = [(int(inst.qty[i, c]), v) for i, v in members if inst.qty[i, c] > 0]
-            if not terms:
-                continue
-            load = sum(a * v for a, v in terms)
-            if gate is None:
-                model.add(load <= int(inst.cap[k, c]))
-            else:
-                model.add(load <= int(inst.cap[k, c]) * gate)
-            # items over half the bin in this column: at most one of them (a clique of
-            # the conflict graph; the LP relaxation of the capacity row lets two share)
-            big = [v for i, v in members if 2 * int(inst.qty[i, c]) > int(inst.cap[k, c])]
-            if len(big) > 1:
-                model.add(sum(big) <= (1 if gate is None else gate))
+            _column_capacity(model, inst, members, k, c, gate)
         if gate is not None:
-            for i, v in members:
-                model.add(v <= int(inst.fitmax[i, k]) * gate)
+            for i, var in members:
+                model.add(var <= int(inst.fitmax[i, k]) * gate)
         groups: dict = {}
-        for i, v in members:
+        for i, var in members:
             if inst.spread[i] >= 0:
-                groups.setdefault(int(inst.spread[i]), []).append(v)
+                groups.setdefault(int(inst.spread[i]), []).append(var)
         for vs in groups.values():
             if len(vs) > 1:
                 model.add(sum(vs) <= 1)
-    _class_cuts(model, inst, x, used, bins)
-    if inst.global_budget >= 0 and used:
-        model.add(sum(used.values()) <= inst.global_budget)
-    _symmetry(model, inst, used, bins)
-    if fix_gangs is not None:
-        for g, v in enumerate(np.asarray(fix_gangs, bool).tolist()):
-            model.add(y[g] == int(v))
-    if fix_units is not None:
-        fu = np.asarray(fix_units, np.int64)
-        for i, v in z.items():
-            model.add(v == int(fu[i]))
-    if launch_max is not None:
-        lm = np.asarray(launch_max, np.int64)
+
+
+def _column_capacity(model, inst: Instance, members: list, k: int, c: int, gate) -> None:
+    """The load of column c on one bin of class k within its capacity (times the
+    bin's used flag, ``gate``, for a new bin)."""
+    terms = [(int(inst.qty[i, c]), var) for i, var in members if inst.qty[i, c] > 0]
+    if not terms:
+        return
+    load = sum(a * var for a, var in terms)
+    if gate is None:
+        model.add(load <= int(inst.cap[k, c]))
+    else:
+        model.add(load <= int(inst.cap[k, c]) * gate)
+    # items over half the bin in this column: at most one of them (a clique of
+    # the conflict graph; the LP relaxation of the capacity row lets two share)
+    big = [var for i, var in members if 2 * int(inst.qty[i, c]) > int(inst.cap[k, c])]
+    if len(big) > 1:
+        model.add(sum(big) <= (1 if gate is None else gate))
+
+
+def _fix(model, inst: Instance, v: _Vars, fixed: Fixed) -> None:
+    """Keep the decisions of ``fixed``."""
+    if fixed.gangs is not None:
+        for g, placed in enumerate(np.asarray(fixed.gangs, bool).tolist()):
+            model.add(v.y[g] == int(placed))
+    if fixed.units is not None:
+        fu = np.asarray(fixed.units, np.int64)
+        for i, var in v.z.items():
+            model.add(var == int(fu[i]))
+    if fixed.launch_max is not None:
+        lm = np.asarray(fixed.launch_max, np.int64)
         for t in np.unique(inst.ctype[inst.kind == NEW]).tolist():
-            vs = [u for (k, j), u in used.items() if inst.ctype[k] == t]
+            vs = [u for (k, j), u in v.used.items() if inst.ctype[k] == t]
             if vs:
                 model.add(sum(vs) <= int(lm[t]))
-    # ---- objective ----------------------------------------------------------------
-    unplaced = sum(int(inst.gang_bundles[g]) * (1 - y[g]) for g in range(G)) + \
-        sum(int(inst.mult[i]) - v for i, v in z.items())
-    cost = sum(int(inst.cost[k]) * u for (k, j), u in used.items())
-    objective = inst.big * unplaced + cost
-    model.minimize(objective)
-    # ---- hint ------------------------------------------------------------------------
-    if optimise:
-        model.add(objective <= cap_obj)            # nothing worse than the hint is wanted
-        _add_hint(model, inst, hint, x, used, y, z)
-    # ---- solve -------------------------------------------------------------------------
-    solver = cp_model.CpSolver()
-    prm = solver.parameters
+
+
+def _objective(inst: Instance, v: _Vars):
+    """``big`` per unplaced bundle or unit, then the price of every used new bin."""
+    unplaced = sum(int(inst.gang_bundles[g]) * (1 - v.y[g]) for g in range(len(v.y))) + \
+        sum(int(inst.mult[i]) - var for i, var in v.z.items())
+    cost = sum(int(inst.cost[k]) * u for (k, j), u in v.used.items())
+    return inst.big * unplaced + cost
+
+
+def _set_params(prm, workers: int, seed: int, deterministic_limit: float,
+                time_limit_s: float | None, params: dict | None) -> None:
     prm.num_workers = int(workers)
     prm.random_seed = int(seed)
     prm.max_deterministic_time = float(deterministic_limit)
@@ -190,15 +256,10 @@ def solve(inst: Instance, *, hint=None, deterministic_limit: float = 5.0,
     # ticks it proved all 20 100-bundle instances optimal within 0.8 s (before: 19,
     # the slowest 2 s and one unproven after 20 deterministic s).
     prm.linearization_level = 2
-    for k, v in (params or {}).items():        # more CP-SAT parameters, by name
-        setattr(prm, k, v)
+    for k, val in (params or {}).items():        # more CP-SAT parameters, by name
+        setattr(prm, k, val)
     if time_limit_s is not None:
         prm.max_time_in_seconds = float(time_limit_s)
-    status = solver.solve(model)
-    res = _read_out(inst, solver, status, x, used, y, z)
-    if optimise and not res.feasible and res.status != "INFEASIBLE":
-        res = _from_hint(inst, hint, res)       # the work limit ran out before any solution
-    return res
 
 
 def _from_hint(inst: Instance, hint: np.ndarray, res: Result) -> Result:

@@ -8,7 +8,7 @@ import numpy as np
 
 from vecsched.engine.model.plan import Plan
 from .verify import assignment_of_plan, check_assignment, gap, plan_value
-from .cpsat import Result, solve
+from .cpsat import Fixed, Result, solve
 from .instance import Instance
 
 
@@ -23,7 +23,7 @@ class PlanCheck:
     why: str = ""               # what made it infeasible, or how it was checked
 
 
-def check_plan(inst: Instance, plan: Plan, result: Result, *, gang_place=None,
+def cross_check_plan(inst: Instance, plan: Plan, result: Result, *, gang_place=None,
                gangs_placed=None, deterministic_limit: float = 5.0) -> PlanCheck:
     """``result``: ``solve(inst)``. Feasibility: with ``gang_place`` (the plan's own
     packing) the packing itself is checked against the model; otherwise the
@@ -45,8 +45,8 @@ def check_plan(inst: Instance, plan: Plan, result: Result, *, gang_place=None,
             s = int(inst.run[i])
             fix_units[i] = int(inst.mult[i] - plan.infeasible[s])
         launch_max = np.maximum(np.asarray(plan.launch, np.int64) - inst.forced, 0)
-        r = solve(inst, fix_gangs=np.asarray(gangs_placed, bool)[inst.gangs],
-                  fix_units=fix_units, launch_max=launch_max,
+        r = solve(inst, fixed=Fixed(gangs=np.asarray(gangs_placed, bool)[inst.gangs],
+                                    units=fix_units, launch_max=launch_max),
                   deterministic_limit=deterministic_limit)
         if r.feasible:
             feasible, why = True, "a packing with the plan's decisions exists"

@@ -161,6 +161,14 @@ def test_ledger_patches_conflicts_findings_and_stale_reads():
     assert _get(s, "vecsched_kuberay_ray_check_ticks_total") == 1
     assert _get(s, "vecsched_kuberay_ray_check_diff_ticks_total") == 1
     assert _get(s, "vecsched_kuberay_ray_check_errors_total") == 1
+    assert _get(s, "vecsched_kuberay_guard_total", event="guarded_patches") == 0
+    assert _get(s, "vecsched_kuberay_guard_total", event="wrong_group_patches") == 0
+    payload = [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}]
+    sent = [{"op": "test", "path": "/metadata/resourceVersion", "value": "6"}, *payload]
+    ledger.on_patch("/apis/ray.io/v1/namespaces/ns/rayclusters/rc", payload,
+                    "application/json-patch+json", _cluster(7, 3), sent=sent)
+    s = _scrape(c)
+    assert _get(s, "vecsched_kuberay_guard_total", event="guarded_patches") == 1
 
 
 # ------------------------------------------------------------------------ shared layer

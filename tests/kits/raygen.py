@@ -2,7 +2,7 @@
 
 By default quantities sit on a dyadic grid (quarter CPUs, half GPUs, whole GiB)
 so Ray's own float sums cannot flip exact ties between processes
-(RAY_V2_SEMANTICS §8). Two modes add what real clusters report:
+(docs/ray-semantics.md §8). Two modes add what real clusters report:
 
 - ``real=True``: Ray's real-world quantities. A raylet keeps resources in fixed
   point (``ray._raylet.RESOURCE_UNIT_SCALING`` = 10,000 units per resource, so

@@ -4,7 +4,7 @@ Every test builds one small SchedulingRequest per behaviour (through a
 zero-argument factory, so each scheduler gets a fresh copy), runs Ray 2.60's
 own scheduler and the engine on it, checks that their decisions agree
 (tests.compare.diff) and returns both replies so the test can then assert the
-outcome the specification (RAY_V2_SEMANTICS.md) predicts.
+outcome the specification (docs/ray-semantics.md) predicts.
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def pg_label(pg: str) -> str:
 
 
 def gang(pg: str, strategy: str, bundles) -> GangResourceRequest:
-    """A placement group as the GCS encodes it (RAY_V2_SEMANTICS §3.7): each bundle
+    """A placement group as the GCS encodes it (docs/ray-semantics.md §3.7): each bundle
     written to the legacy ``requests`` and to ``bundle_selectors[0]``, with the
     strategy's `_PG_<hex>` constraint on every bundle."""
     label = pg_label(pg)

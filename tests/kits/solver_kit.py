@@ -5,7 +5,7 @@ The enumeration works on the specs (plain dicts), not on the model's
 ``Instance``, so it checks the instance building too: every unit of every gang
 bundle (STRICT_PACK bundles merged) and plain run goes to an existing node, to a
 new node of a configured type, or nowhere; gangs all or nothing; capacities,
-label selectors and anti-affinity as RAY_V2_SEMANTICS.md §4.7 / §4.9 say.
+label selectors and anti-affinity as docs/ray-semantics.md §4.7 / §4.9 say.
 """
 from __future__ import annotations
 

@@ -145,12 +145,14 @@ class Child:
 
 
 def start_replica(name: str, dc, server, world_addr, authkey: bytes, logs: Path,
-                  children: list) -> Child:
-    """A replica process (`replica.py`) with the demo config `dc`'s settings."""
+                  children: list, kube: dict | None = None) -> Child:
+    """A replica process (`replica.py`) with the demo config `dc`'s settings; `kube`:
+    the API server's URL and TLS file paths when `dc.backend` is kube."""
     cfg = {"name": name, "redis": [server.host, server.port], "world": list(world_addr),
            "cluster": "ha-demo", "ttl_s": dc.ttl_s, "tick_real_s": dc.tick_real_s,
            "poll_s": dc.poll_s, "scheduler": dc.scheduler,
-           "allow_volatile_redis": dc.allow_volatile_redis}
+           "allow_volatile_redis": dc.allow_volatile_redis, "backend": dc.backend,
+           "kube": kube}
     child = Child(name, "vecsched.adapters.sim.ha.replica", json.dumps(cfg), authkey, logs)
     children.append(child)
     return child

@@ -1,6 +1,6 @@
 """Every name the HA demo takes from the trace replay, in one place.
 
-This is the only module of `adapters/ha/` (and of `adapters/leader/`) that imports
+This is the only module of `adapters/sim/ha/` (and nothing in `adapters/leader/`) that imports
 replay code, so a move of the replay needs only these imports re-pointed.
 """
 from vecsched.adapters.sim.replay.cluster import Cluster

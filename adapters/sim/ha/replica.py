@@ -15,6 +15,11 @@ Holds exist so a harness can SIGKILL or SIGSTOP a replica at an exact point of i
 tick (between its lease check and its write, or between its write and its cloud
 calls); without commands a replica simply runs.
 
+Its lease lives where `backend` says (`lease_site.py`): in the records' Redis
+(default) or on a Kubernetes API server (`kube`: URL and TLS file paths); a bad
+backend or kube setting is one `error` event (kind ConfigError) naming the field,
+and exit code 2.
+
 Its holder id is unique to the process start (`holder_id`: name and a UUID). It
 refuses to start against a Redis that persists nothing unless its config says
 `allow_volatile_redis`. It watches Redis's run id: after a restart it steps down and
@@ -34,11 +39,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from vecsched.adapters.leader import (BackendError, FencedOut, FencedStorage, Keys, Lease,
-    LeaseKeeper, NotLeader, RedisLeaseBackend, RunIdWatch, StorageUnavailable,
-    VolatileRedis, connect, holder_id)
+    LeaseKeeper, NotLeader, RunIdWatch, StorageUnavailable, VolatileRedis, connect,
+    holder_id)
 from vecsched.adapters.metrics_lease import serve_lease_metrics
 from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable
 from .instance_table import CorruptState
+from .lease_site import build_site, kube_settings
 
 from .replica_tick import Autoscaler, VersionConflict, WorldMismatch
 from .replay_link import make
@@ -59,6 +65,11 @@ class ReplicaConfig:
     passive_read_s: float = 0.5
     allow_volatile_redis: bool = False
     metrics_port: Optional[int] = 0  # lease metrics on 127.0.0.1 (0: a free port; None: off)
+    backend: str = "redis"         # where the lease lives: redis or kube (lease_site.py)
+    kube: Optional[dict] = None    # with kube: url, ca, client_cert, client_key[, namespace, name]
+
+    def __post_init__(self):
+        kube_settings(self.backend, self.kube)      # ValueError naming the field
 
 
 class _Control:
@@ -100,10 +111,13 @@ def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
     holder = holder_id(cfg.name)
     client = connect(*cfg.redis, timeout_s=min(0.25, cfg.ttl_s / 4))
     keys = Keys(cfg.cluster)
-    backend = RedisLeaseBackend(client, keys, allow_volatile=cfg.allow_volatile_redis)
-    lease = Lease(backend, holder, cfg.ttl_s)
+    site = build_site(cfg.backend, cfg.kube, client, keys,
+                      allow_volatile_redis=cfg.allow_volatile_redis,
+                      timeout_s=min(0.25, cfg.ttl_s / 4))
+    lease = Lease(site.backend, holder, cfg.ttl_s, floor_source=site.floor_source)
     watch = RunIdWatch(client)
-    table = FencedInstanceTable(FencedStorage(client, keys, lease, audit=cfg.audit))
+    table = FencedInstanceTable(FencedStorage(client, keys, lease, live_lease=site.live_lease,
+                                              audit=cfg.audit))
     world = WorldClient(cfg.world, authkey)
     sched = make(cfg.scheduler)
     if cfg.scheduler == "engine":
@@ -123,12 +137,13 @@ def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
             t0 = time.perf_counter()
             control.lock.wait_for(lambda: control.go > seen or control.stopped)
             held_s[0] += time.perf_counter() - t0
-    auto = Autoscaler(cfg.name, lease, table, world, sched, hook)
+    auto = Autoscaler(cfg.name, lease, table, world, sched, hook,
+                      claim_store=site.claim_store)
     keeper = LeaseKeeper(lease, cfg.poll_s).start()
     metrics_port = None
     if cfg.metrics_port is not None:      # without prometheus_client: (None, None)
         _, metrics_port = serve_lease_metrics(lease, cfg.metrics_port, "127.0.0.1")
-    emit("ready", holder=holder, metrics_port=metrics_port)
+    emit("ready", holder=holder, metrics_port=metrics_port, backend=cfg.backend)
     was_leader, first_write, last_read = 0, None, 0.0
     step_ms: list[float] = []
     while True:                          # before `start`: only report who leads
@@ -217,11 +232,33 @@ def _redis_restarted(watch: RunIdWatch) -> bool:
         return False
 
 
+def parse_config(text: str) -> ReplicaConfig:
+    """A ReplicaConfig from its JSON; every problem is a ValueError naming the field."""
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"config: not JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"config: a JSON object is required, got {type(raw).__name__}")
+    for k in ("name", "redis", "world"):
+        if k not in raw:
+            raise ValueError(f"{k}: required")
+    known = ReplicaConfig.__dataclass_fields__
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise ValueError(f"{unknown[0]}: not a replica setting")
+    return ReplicaConfig(**{**raw, "redis": tuple(raw["redis"]), "world": tuple(raw["world"])})
+
+
 def main(argv=None) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)   # stacks on demand
     argv = sys.argv[1:] if argv is None else argv
-    raw = json.loads(argv[0])
-    cfg = ReplicaConfig(**{**raw, "redis": tuple(raw["redis"]), "world": tuple(raw["world"])})
+    try:
+        cfg = parse_config(argv[0])
+    except ValueError as e:
+        emit("error", kind="ConfigError", message=str(e))
+        emit("exit", code=2)
+        return 2
     control = _Control()
     threading.Thread(target=control.read, args=(sys.stdin,), daemon=True).start()
     try:

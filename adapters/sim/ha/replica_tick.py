@@ -6,7 +6,10 @@ A leader's tick at world tick w (`Autoscaler.step`):
    just promoted, or whose last write failed, first claims its epoch at the cloud
    (`claim`: from then on the cloud refuses every older epoch, so the list it reads
    next is final for them; a refusal tells it the cloud's fence, and it steps down
-   to be granted an epoch above it), then reloads the instance records from Redis
+   to be granted an epoch above it), and with `claim_store` (a lease kept outside the
+   store's Redis, e.g. a Kubernetes Lease) raises the store's fence to its epoch
+   too (`FencedStorage.claim`: older writers are refused from then on), then reloads
+   the instance records from Redis
    (`FencedInstanceTable.load`): the state it goes on from is what the previous
    leader recorded. If the records are gone or older than the world (a Redis that
    restarted empty, or from an old snapshot: no `#meta`, or a recorded tick below
@@ -74,8 +77,10 @@ class Autoscaler:
     """The replica's autoscaler (module docstring). `world` has `call(op, *args)`."""
 
     def __init__(self, name: str, lease: Lease, table: FencedInstanceTable, world,
-                 scheduler, hook: Callable[..., None] | None = None):
+                 scheduler, hook: Callable[..., None] | None = None, *,
+                 claim_store: bool = False):
         self.name = name
+        self.claim_store = claim_store
         self.lease = lease
         self.table = table
         self.world = world
@@ -125,6 +130,8 @@ class Autoscaler:
         tok = self.lease.token()
         if self.loaded is None or self.loaded_epoch != tok.epoch:
             self._call("claim")
+            if self.claim_store:
+                self.table.storage.claim(tok.epoch)
             self.counts["claims"] += 1
             self.reload(tok.epoch)
         view = self.world.call("view", self.name)

@@ -20,12 +20,19 @@ The run (everything on loopback, in `--out`):
 6. the run ends at the configured tick; `ha.json` compares the world's own record of
    this run (calls, instances, where each demand unit is) with the reference run's.
 
+`backend="kube"` keeps the replicas' lease in a `coordination.k8s.io/v1` Lease on the
+Kubernetes API stand-in (started here, HTTPS on loopback: `kube_lease_api.py`)
+instead of Redis; the instance records stay in the fenced Redis store, each new
+leader claiming its epoch there (`lease_site.py`). The reference run keeps its lease
+in Redis: it only fixes what the cloud should have been asked.
+
 `scenario="redis-restart"` replaces steps 4-5 by a Redis that restarts empty under
 the leader (`run_restart.py`). `allow_volatile_redis` runs the demo's Redis without
 persistence and lets the replicas accept it (they refuse such a Redis otherwise).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -39,6 +46,8 @@ from vecsched.adapters.leader import (FencedStorage, Keys, Lease, LeaseKeeper,
 from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable, final_records
 from vecsched.adapters.sim.redis_server import RedisServer
 
+from .kube_lease_api import KubeLeaseApi
+from .lease_site import check_backend
 from .replica_tick import Autoscaler
 from .run_restart import EVENTS, orchestrate_restart
 from .procs import Child, DemoError, first_leader, start_replica, world_address
@@ -59,11 +68,18 @@ class DemoConfig:
     wait_s: float = 120.0            # the longest any one step may take (start-up: JIT)
     scenario: str = "kill-pause"     # or "redis-restart"
     allow_volatile_redis: bool = False
+    backend: str = "redis"           # where the replicas' lease lives: redis or kube
 
     def __post_init__(self):
         if self.scenario not in SCENARIOS:
             raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, "
                              f"got {self.scenario!r}")
+        check_backend(self.backend)
+        if self.backend == "kube" and self.ttl_s != int(self.ttl_s):
+            # leaseDurationSeconds is whole seconds: the API's expiry would be later
+            # than the holder's, and the failover bound (ttl + one tick) would not hold
+            raise ValueError(f"ttl_s: a Kubernetes Lease lasts whole seconds, got "
+                             f"{self.ttl_s!r} with backend 'kube'")
 
 
 SCENARIOS = ("kill-pause", "redis-restart")
@@ -102,31 +118,40 @@ def run_demo(out: str | Path, dc: DemoConfig = DemoConfig(), log=print) -> dict:
     children: list[Child] = []
     shutil.rmtree(out / "redis", ignore_errors=True)     # a fresh Redis every run
     orchestrate = orchestrate_restart if dc.scenario == "redis-restart" else _orchestrate
-    with RedisServer(out / "redis", persistent=not dc.allow_volatile_redis) as server:
+    kube_api = KubeLeaseApi(out / "kube-tls") if dc.backend == "kube" else None
+    with RedisServer(out / "redis", persistent=not dc.allow_volatile_redis) as server, \
+            (kube_api or contextlib.nullcontext()):
         try:
             log("reference run (one replica, no faults)...")
             ref_world, ref_records = reference_run(server, dc)
             t_ref = time.monotonic() - t0
-            result = orchestrate(server, dc, authkey, logs, children, log)
+            kube = kube_api.settings() if kube_api else None
+            if kube:
+                log(f"lease: a coordination.k8s.io/v1 Lease {kube['namespace']}/"
+                    f"{kube['name']} on the Kubernetes API stand-in at {kube['url']}")
+            result = orchestrate(server, dc, authkey, logs, children, log, kube=kube)
         finally:
             for c in children:
                 c.close()
+        lease_api = kube_api.summary() if kube_api else None
     result["reference_wall_s"] = t_ref
-    summary = summarize(dc, result, ref_world, ref_records)
+    summary = {"backend": dc.backend}
+    summary.update(summarize(dc, result, ref_world, ref_records))
+    summary["detail"]["kube_api"] = lease_api
     summary["wall_s"] = time.monotonic() - t0
     (out / "ha.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
 
 
 def _orchestrate(server, dc: DemoConfig, authkey: bytes, logs: Path, children: list,
-                 log) -> dict:
+                 log, kube: dict | None = None) -> dict:
     w = dc.wait_s
     world = Child("world", "vecsched.adapters.sim.ha.world_server", json.dumps(asdict(dc.sim)), authkey, logs)
     children.append(world)
     # The world prints its address first: a line with "address" and no "ev".
     addr = world_address(world, w)
-    a = start_replica("A", dc, server, addr, authkey, logs, children)
-    b = start_replica("B", dc, server, addr, authkey, logs, children)
+    a = start_replica("A", dc, server, addr, authkey, logs, children, kube)
+    b = start_replica("B", dc, server, addr, authkey, logs, children, kube)
     a.wait_for("ready", w)
     b.wait_for("ready", w)
     # Both keepers race for the lease from `ready` on: exactly one may win the first
@@ -158,7 +183,8 @@ def _orchestrate(server, dc: DemoConfig, authkey: bytes, logs: Path, children: l
     other.send("hold postwrite 0")
     took = other.wait_for("leader", w)
     acting = other.wait_for("acting", w)
-    restarted = start_replica(first.name + "2", dc, server, addr, authkey, logs, children)
+    restarted = start_replica(first.name + "2", dc, server, addr, authkey, logs,
+                              children, kube)
     log(f"{other.name} took over (epoch {acting['epoch']}); {first.name} restarts as "
         f"{restarted.name}, passive")
     other.wait_for("hold", w)

@@ -67,15 +67,15 @@ def _next_leader(replicas: list[Child], after: float, epoch_before: int):
 
 
 def orchestrate_restart(server, dc, authkey: bytes, logs: Path, children: list,
-                        log) -> dict:
+                        log, kube: dict | None = None) -> dict:
     """Run the scenario (module docstring); the raw result `run_report` summarizes."""
     w = dc.wait_s
     world = Child("world", "vecsched.adapters.sim.ha.world_server",
                   json.dumps(asdict(dc.sim)), authkey, logs)
     children.append(world)
     addr = world_address(world, w)
-    a = start_replica("A", dc, server, addr, authkey, logs, children)
-    b = start_replica("B", dc, server, addr, authkey, logs, children)
+    a = start_replica("A", dc, server, addr, authkey, logs, children, kube)
+    b = start_replica("B", dc, server, addr, authkey, logs, children, kube)
     a.wait_for("ready", w)
     b.wait_for("ready", w)
     first = first_leader([a, b], 5 * dc.ttl_s + 5)

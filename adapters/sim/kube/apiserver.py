@@ -15,6 +15,9 @@ DELETE     /apis/ray.io/v1/namespaces/NS/rayclusters/NAME               Ray: idl
 GET        /api/v1/namespaces/NS/pods?labelSelector=..&resourceVersion=..&resourceVersionMatch=..
 GET        /api/v1/namespaces/NS/pods/NAME                              Ray: head pod version
 PATCH/DELETE /api/v1/namespaces/NS/pods/NAME                            (IPPR, operator)
+GET/POST/PUT/PATCH/DELETE /apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]
+                                                                       the Kubernetes lease
+                                                                       backend (leader)
 =========  ==========================================================  ===================
 
 Semantics live in ``store.py`` (resourceVersion, 409 conflicts, managedFields, status
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import ssl
 import threading
 import time
@@ -41,9 +45,10 @@ from .store import ApiError, Store
 from .tls import HOST, Certs
 
 _PATH = re.compile(
-    r"^/(?:api/v1|apis/ray\.io/v1)/namespaces/(?P<ns>[^/]+)/(?P<kind>pods|rayclusters)"
-    r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?/?$")
-_API_OF = {"pods": "/api/v1", "rayclusters": "/apis/ray.io/v1"}
+    r"^/(?:api/v1|apis/ray\.io/v1|apis/coordination\.k8s\.io/v1)/namespaces/(?P<ns>[^/]+)/"
+    r"(?P<kind>pods|rayclusters|leases)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?/?$")
+_API_OF = {"pods": "/api/v1/", "rayclusters": "/apis/ray.io/v1/",
+           "leases": "/apis/coordination.k8s.io/v1/"}
 
 
 def manager_of(user_agent: str, field_manager: Optional[str]) -> str:
@@ -76,6 +81,7 @@ class KubeApiStandIn:
         self._server.socket = certs.server_context().wrap_socket(
             self._server.socket, server_side=True, do_handshake_on_connect=False)
         self._thread: Optional[threading.Thread] = None
+        self._conns: set = set()              # open client connections (keep-alive)
 
     @property
     def port(self) -> int:
@@ -92,8 +98,17 @@ class KubeApiStandIn:
         return self
 
     def stop(self) -> None:
+        """Stop serving and drop every open connection, as a server that went away
+        (a kept-alive connection does not go on being answered)."""
         self._server.shutdown()
         self._server.server_close()
+        with self._audit_lock:
+            conns, self._conns = list(self._conns), set()
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         if self._thread is not None:
             self._thread.join(5)
 
@@ -115,9 +130,9 @@ class KubeApiStandIn:
             raise ApiError(404, "NotFound", f"the server could not find the requested "
                            f"resource ({parts.path})")
         ns, kind, name, sub = m.group("ns"), m.group("kind"), m.group("name"), m.group("sub")
-        if sub not in (None, "status"):
+        if sub not in (None, "status") or (sub and kind == "leases"):
             raise ApiError(404, "NotFound", f"unknown subresource {sub!r}")
-        if raw_path.startswith("/api/v1/") != (kind == "pods"):
+        if not parts.path.startswith(_API_OF[kind]):
             raise ApiError(404, "NotFound", f"{kind} is not served under this API group")
         manager = manager_of(headers.get("User-Agent", ""), q.get("fieldManager"))
         st = self.store
@@ -154,9 +169,24 @@ def _json(body: bytes) -> dict:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "vecsched-kube-api-stand-in/1"
+    # TCP_NODELAY: the status line + headers and the body leave in two writes; with
+    # Nagle on, the second waits for the client's delayed ACK (~40 ms per request)
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):          # quiet: the audit log is the record
         pass
+
+    def setup(self):
+        super().setup()
+        api = self.server.api
+        with api._audit_lock:
+            api._conns.add(self.connection)
+
+    def finish(self):
+        api = self.server.api
+        with api._audit_lock:
+            api._conns.discard(self.connection)
+        super().finish()
 
     def _serve(self):
         api: KubeApiStandIn = self.server.api

@@ -57,10 +57,11 @@ def head_pod(cluster: str, name: str) -> dict:
 class LocalKubeRay:
     def __init__(self, cr: dict, *, mode: str = "engine", ray_check: bool = True,
                  tick_s: int = 1, dump_dir: Optional[str] = None,
-                 workdir: Optional[str] = None):
+                 workdir: Optional[str] = None, guard: bool = True):
         self.cr = copy.deepcopy(cr)
         self.name = cr["metadata"]["name"]
         self.mode, self.ray_check, self.tick_s, self.dump_dir = mode, ray_check, tick_s, dump_dir
+        self.guard = guard          # False: the side-car sends Ray's patches unguarded
         # short: Unix socket paths live under it
         self.dir = workdir or tempfile.mkdtemp(prefix="vk", dir="/tmp")
         self.head_pod = f"{self.name}-head-00000"
@@ -104,7 +105,8 @@ class LocalKubeRay:
         env.update({"RAY_HEAD_POD_NAME": self.head_pod, "KUBERAY_CRD_VER": "v1",
                     "VECSCHED_MODE": self.mode, "VECSCHED_STATS_FILE": self.stats_path,
                     "VECSCHED_KUBERAY_FILE": self.ledger_path,
-                    "VECSCHED_RAY_CHECK": "1" if self.ray_check else "0"})
+                    "VECSCHED_RAY_CHECK": "1" if self.ray_check else "0",
+                    "VECSCHED_KUBERAY_GUARD": "1" if self.guard else "0"})
         if self.dump_dir:
             env["VECSCHED_DUMP_DIR"] = self.dump_dir
         cmd = [os.path.join(self.bin, "vecsched-monitor"), "kuberay-autoscaler",

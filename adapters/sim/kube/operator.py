@@ -151,7 +151,7 @@ class Operator:
         except ApiError:
             return {}
         return next((g for g in rc["spec"].get("workerGroupSpecs", [])
-                     if g["groupName"] == labels.get(L_GROUP)), {})
+                     if g.get("groupName") == labels.get(L_GROUP)), {})
 
     def _set_container_state(self, pod: dict, st) -> None:
         now = _now(self.clock)
@@ -183,7 +183,9 @@ class Operator:
         spec = rc["spec"]
         status_groups = {}
         for group in spec.get("workerGroupSpecs", []):
-            gname = group["groupName"]
+            gname = group.get("groupName")
+            if not isinstance(gname, str) or not gname:
+                continue        # a real API server's CRD validation would not admit it
             sel = f"{L_CLUSTER}={cluster},{L_GROUP}={gname},{L_KIND}=worker"
             pods = [p for p in self.store.list("pods", self.ns, sel)["items"]
                     if "deletionTimestamp" not in p["metadata"]]

@@ -160,18 +160,24 @@ def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
         if ray.is_initialized():
             ray.shutdown()
         sampler.stop()
-        rec["timeline"] = sampler.rows
-        rec["operator_events"] = list(kr.operator.events) if kr.operator else []
-        rec["ledger"] = kr.ledger()
-        rec["stats"] = kr.stats()
-        rec["wire_patches"] = [{"t": e["t"], "manager": e["manager"], "body": e["body"],
-                                "status": e["status"], "content_type": e["content_type"]}
-                               for e in (kr.api.requests("PATCH", "rayclusters")
-                                         if kr.api else [])]
-        rec["wire_puts"] = [{"t": e["t"], "manager": e["manager"], "status": e["status"],
-                             "path": e["path"]}
-                            for e in (kr.api.requests("PUT", "rayclusters") if kr.api else [])]
+        collect(kr, sampler, rec)
     return rec
+
+
+def collect(kr: LocalKubeRay, sampler: Sampler, rec: dict) -> None:
+    """What every scenario records at its end: timeline, operator events, the side-car's
+    ledger and stats, the RayCluster PATCHes and PUTs as they arrived on the wire."""
+    rec["timeline"] = sampler.rows
+    rec["operator_events"] = list(kr.operator.events) if kr.operator else []
+    rec["ledger"] = kr.ledger()
+    rec["stats"] = kr.stats()
+    rec["wire_patches"] = [{"t": e["t"], "manager": e["manager"], "body": e["body"],
+                            "status": e["status"], "content_type": e["content_type"]}
+                           for e in (kr.api.requests("PATCH", "rayclusters")
+                                     if kr.api else [])]
+    rec["wire_puts"] = [{"t": e["t"], "manager": e["manager"], "status": e["status"],
+                         "path": e["path"]}
+                        for e in (kr.api.requests("PUT", "rayclusters") if kr.api else [])]
 
 
 def result_json(rec: dict, t0: Optional[float] = None) -> dict:
@@ -196,6 +202,17 @@ def result_json(rec: dict, t0: Optional[float] = None) -> dict:
         "conflicts": rel(led.get("conflicts", [])),
         "findings": rel(led.get("findings", [])),
         "stale_reads": rel(led.get("stale_reads", [])),
+        # patches that landed on a group other than the one meant (must be 0), the
+        # guard's counters, and the conflicts it caught, by kind
+        "wrong_group_patches": (led.get("guard") or {}).get("wrong_group_patches"),
+        "guard": led.get("guard", {}),
+        "conflicts_caught": {k: sum(1 for c in led.get("conflicts", []) if c["kind"] == k)
+                             for k in sorted({c["kind"] for c in led.get("conflicts", [])})},
+        "rejected_patches": [dict(w, at_s=round(w["t"] - t0, 3))
+                             for w in rec.get("wire_patches", []) if w["status"] != 200],
+        "scenario": rec.get("scenario", "default"),
+        "reorders": rel(rec.get("reorders", [])),
+        "max_pods": rec.get("max_pods"),
         "ray_check": led.get("ray_check", {}),
         "phases": rec.get("phases", []),
         "operator_events": rel(rec.get("operator_events", [])),

@@ -5,9 +5,11 @@ KubeRay operator depend on it:
 
 * one cluster-wide ``resourceVersion`` counter; every write that changes an object
   bumps it, a write that changes nothing does not;
-* optimistic concurrency: an update or a merge patch that carries
-  ``metadata.resourceVersion`` fails with 409 Conflict unless it is the current one;
-  a JSON patch ``test`` op that fails is 422 (what Ray 2.60's finalizer patch expects);
+* optimistic concurrency: an update, a merge patch or a JSON patch whose result
+  carries a ``metadata.resourceVersion`` other than the current one fails with 409
+  Conflict (a patch that leaves the version alone is applied to the current object);
+  a JSON patch ``test`` op that fails is 422 Invalid, checked before the version (what
+  Ray 2.60's finalizer patch and the side-car's guards expect);
 * the status subresource: writes to the main resource keep ``status``, writes to
   ``/status`` change only ``status``; ``metadata.generation`` moves with the spec;
 * ``metadata.managedFields``: who last wrote which field (manager = the
@@ -18,8 +20,13 @@ KubeRay operator depend on it:
 * reads not older than a ``resourceVersion`` (wait, then 504 "Too large resource
   version"), ``Exact`` matches (410 Gone for an old version).
 
+Kinds: ``pods``, ``rayclusters`` and ``leases`` (``coordination.k8s.io/v1``, the
+leader-election object: no status subresource, the same optimistic concurrency).
+
 Fault injection for the regression scenarios: :meth:`Store.serve_stale` makes the next
-n unversioned GETs of one object return a version some writes old (a lagging cache).
+n unversioned GETs of one object return a version some writes old (a lagging cache);
+:meth:`Store.before_next_patch` runs a write of another client just before the next
+PATCH of one object is applied (a GitOps writer racing between a read and a patch).
 """
 from __future__ import annotations
 
@@ -36,7 +43,8 @@ import jsonpointer
 
 from .selectors import parse as parse_selector
 
-KINDS = {"pods": ("v1", "Pod"), "rayclusters": ("ray.io/v1", "RayCluster")}
+KINDS = {"pods": ("v1", "Pod"), "rayclusters": ("ray.io/v1", "RayCluster"),
+         "leases": ("coordination.k8s.io/v1", "Lease")}
 _VOLATILE = ("resourceVersion", "managedFields", "generation")
 _HISTORY = 8              # previous versions kept per object (stale reads)
 
@@ -123,6 +131,7 @@ class Store:
         self._objs: Dict[Key, dict] = {}
         self._hist: Dict[Key, deque] = {}
         self._stale: Dict[Key, tuple] = {}    # key -> (GETs left, versions back)
+        self._before_patch: Dict[Key, list] = {}  # key -> writes to run before PATCHes
         self._cv = threading.Condition()
 
     def _next_uid(self) -> str:
@@ -192,6 +201,14 @@ class Store:
         with self._cv:
             self._stale[(kind, ns, name)] = (n, back)
 
+    def before_next_patch(self, kind: str, ns: str, name: str,
+                          write: Callable[["Store"], None]) -> None:
+        """Run ``write(store)`` right before the next PATCH of this object is applied,
+        as if another client's write had landed between the patcher's read and its
+        patch. Several calls queue up, one per PATCH."""
+        with self._cv:
+            self._before_patch.setdefault((kind, ns, name), []).append(write)
+
     def create(self, kind: str, ns: str, obj: dict, manager: str) -> dict:
         obj = copy.deepcopy(obj)
         api, k = KINDS[kind]
@@ -227,6 +244,9 @@ class Store:
         except ValueError as e:
             raise ApiError(400, "BadRequest", f"invalid JSON in the patch body: {e}")
         with self._cv:
+            queued = self._before_patch.get((kind, ns, name))
+            if queued:
+                queued.pop(0)(self)
             cur = self._current(kind, ns, name)
             if content_type == "application/json-patch+json":
                 if not isinstance(doc, list):
@@ -251,7 +271,13 @@ class Store:
                                f"the body of the request was in an unknown format - "
                                f"accepted media types include: application/json-patch+json, "
                                f"application/merge-patch+json (got {content_type!r})")
-            new.setdefault("metadata", {})["resourceVersion"] = cur["metadata"]["resourceVersion"]
+            # A resourceVersion the patch put (or left) in the object is a precondition,
+            # as when the API server updates the patched object in storage.
+            meta = new.setdefault("metadata", {}) if isinstance(new, dict) else None
+            if meta is None or not isinstance(meta, dict):
+                raise ApiError(422, "Invalid", "the patched object has no metadata")
+            self._precondition(cur, meta.get("resourceVersion"))
+            meta["resourceVersion"] = cur["metadata"]["resourceVersion"]
             return self._apply(kind, ns, name, cur, new, manager, subresource)
 
     def delete(self, kind: str, ns: str, name: str, manager: str,

@@ -1,7 +1,7 @@
 """An in-memory instance store and the reconciler steps that move its records.
 
 This is Ray's instance manager plus the active half of one reconcile tick
-(RAY_V2_SEMANTICS.md §10.1 steps 2-5, §10.2), without Ray:
+(docs/ray-semantics.md §10.1 steps 2-5, §10.2), without Ray:
 
     handle_timeouts()      step 2  stuck REQUESTED / ALLOCATED / RAY_INSTALLING /
                                    TERMINATING / RAY_STOP_REQUESTED instances move on

@@ -3,7 +3,7 @@
 This is what lets Ray's real reconcile loop (`Reconciler.reconcile`, the
 `InstanceManager` on `InMemoryStorage`, the `CloudInstanceUpdater` / `RayStopper` /
 `CloudResourceMonitor` subscribers) run on a laptop, deterministically, with any
-`IResourceScheduler` plugged in (RAY_V2_SEMANTICS.md §10–§11). One concept per file:
+`IResourceScheduler` plugged in (docs/ray-semantics.md §10–§11). One concept per file:
 
 * `provider.SimCloudProvider` — Ray's `ICloudInstanceProvider` over the project's one
   simulated cloud, `vecsched.adapters.sim.lifecycle.SimCloud` (the trace replay's cloud too): per-type

@@ -5,18 +5,24 @@ One concept per module:
 
 | module | what it owns |
 |---|---|
-| ``trace.py`` | the window, the time scaling, loading and checking a trace |
-| ``gangs.py`` | placement groups: the trace's own and the seeded ``--gangs`` overlay |
+| ``trace.py`` | loading and checking a trace, the time scaling |
+| ``window.py`` | the replayed window: by rows or by time, the arrival scale |
+| ``warm_start.py`` | work alive at a time window's start, running at t = 0 |
+| ``placement_groups.py`` | placement groups: the trace's own and the seeded ``--gangs`` overlay |
 | ``cluster.py`` | the stand-in for Ray's raylets and placement group scheduler |
 | ``schedulers.py`` | the schedulers (engine through ``EngineScheduler``, baseline, Ray) |
+| ``efficient.py`` | the efficient mode's schedulers |
+| ``registry.py`` | the schedulers by name (``make``, ``register``) |
 | ``simulation.py`` | one replay: the tick loop on the simulated clock and cloud |
 | ``metrics.py`` | what a replay measures (definitions, cost, launch-limit warnings) |
 | ``accounting.py`` | the instances, from the store and from the simulated cloud, checked |
-| ``demand.py`` | units in = placed + still pending + infeasible, pending times |
-| ``plots.py`` | PNG plots (matplotlib, the ``cli`` extra) |
-| ``demo.py`` | ``vecsched demo``: one realistic tick decided three ways |
-| ``command.py`` | the ``demo`` / ``replay`` subcommands |
+| ``pending_demand.py`` | units in = placed + still pending + infeasible, pending times |
+| ``cross_check.py`` | ``--cross-check``: placement-group ticks against the CP-SAT optimum |
+| ``demo_tick.py`` | ``vecsched demo``'s tick, decided three ways |
 | ``report.py`` | the replay's tables, legend and progress lines (rich) |
+| ``plots.py``, ``palette.py`` | PNG plots (matplotlib, the ``cli`` extra) and their fixed colours |
+
+The command line (``vecsched demo`` / ``replay``) is ``adapters/cli/replay.py``.
 
     from vecsched.adapters.sim.replay import replay, Window, GangOverlay
     r = replay(None, "engine", window=Window(start=None, pods=500, arrival_scale=200),

@@ -2,8 +2,8 @@
 
 - **restarts**: units that lost their node while running (``Cluster.requeued``: a
   preemption, a stop, a drain that hit its deadline) and restarted from scratch.
-- **lost_cpu_hours / lost_gpu_hours**: the CPU- and GPU-hours those runs had done,
-  thrown away (``Cluster.lost_seconds``).
+- (``lost_cpu_hours`` / ``lost_gpu_hours``, what those runs had done, are the replay's
+  own metrics: ``metrics.summarize`` and ``pending_demand``.)
 - **drained**: consolidation drains that ended (the node stopped); **drain_deadline_hit**:
   those ended by their deadline with work still running (its work restarted).
 - **disrupted_max_concurrent**: the most nodes, over the ticks, being stopped for a
@@ -66,13 +66,9 @@ def disruption_summary(replay) -> dict:
     """The summary fields above for a finished ``simulation.Replay``."""
     c = replay.cluster
     d = replay.metrics.disruption
-    lost = {r: float(c.lost_seconds[c.col[r]]) / 3600 if r in c.col else 0.0
-            for r in ("CPU", "GPU")}
     drains = getattr(replay, "drains", None)
     return {
         "restarts": int(c.requeued),
-        "lost_cpu_hours": lost["CPU"],
-        "lost_gpu_hours": lost["GPU"],
         "drained": drains.drained if drains is not None else 0,
         "drain_deadline_hit": drains.deadline_hit if drains is not None else 0,
         "consolidations": len(d.consolidated),

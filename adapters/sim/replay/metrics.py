@@ -25,7 +25,8 @@ Definitions (all times simulated, except the scheduler's and the replay's wall t
 - **terminations**: the scheduler's terminations the instance store applied, by cause.
 - **requeued**: units that lost their node while running (preempted, or stopped by a
   termination that was not idle: ``efficient-consolidate``'s CONSOLIDATE) and went back
-  to pending to restart; **lost GPU-hours**: the GPU-hours they had run, thrown away.
+  to pending to restart; **lost CPU-hours / GPU-hours**: the CPU- and GPU-hours they
+  had run, thrown away.
 - **launches held back**: the reconciler's QUEUED -> REQUESTED step (``LaunchStep``)
   left records QUEUED because of ``max_concurrent_launches`` or ``upscaling_speed``; a
   warning names the knob when it did so in at least ``HELD_SHARE`` of the ticks that
@@ -69,11 +70,10 @@ DEFINITIONS = (
     "billed, head included; launches held back: ticks whose QUEUED -> REQUESTED step left "
     "records queued by that limit",
     "requeued: units whose node went away while they ran, restarted from scratch; lost "
-    "GPU-hours: what they had run",
-    "restarts = requeued; lost CPU/GPU-hours: what the restarted runs had done; drained: "
-    "consolidation drains ended (deadline hit: with work still running); disrupted max: "
-    "most nodes stopping at once for a non-idle cause; relaunch: consolidations followed "
-    "within 10 min by a launch of the same type",
+    "CPU-h / GPU-h: what they had run",
+    "restarts = requeued; drained: consolidation drains ended (deadline hit: with work "
+    "still running); disrupted max: most nodes stopping at once for a non-idle cause; "
+    "relaunch: consolidations followed within 10 min by a launch of the same type",
 )
 
 
@@ -226,7 +226,8 @@ def summarize(replay, end_s: float, wall_s: float) -> dict:
            for r in ("CPU", "GPU")}
     c = replay.cluster
     used = {r: float(c.used_seconds[c.col[r]]) if r in c.col else 0.0 for r in ("CPU", "GPU")}
-    inst = count_instances(replay.store, replay.provider.cloud, m.launches_by_type, end_ns)
+    inst = count_instances(replay.store, replay.provider.cloud, m.launches_by_type, end_ns,
+                           head_ids=("head", *getattr(replay, "warm_ids", ())))
     ticks = np.asarray(m.tick_s)
     running = np.vstack(m.running).sum(axis=1) if m.running else np.zeros(1)
     allocated = np.vstack(m.allocated).sum(axis=1) if m.allocated else np.zeros(1)
@@ -234,6 +235,8 @@ def summarize(replay, end_s: float, wall_s: float) -> dict:
     limits = m.launch_limits(replay.cfg, inst["total"]["launched"])
     return {
         **d,
+        "lost_cpu_hours": (float(c.lost_seconds[c.col["CPU"]]) / 3600 if "CPU" in c.col
+                           else 0.0),
         "pending_p50_s": _pct(waits, 50),
         "pending_p95_s": _pct(waits, 95),
         "pending_p99_s": _pct(waits, 99),
@@ -266,5 +269,6 @@ def summarize(replay, end_s: float, wall_s: float) -> dict:
         "wall_s": wall_s,
         "sim_end_s": end_s,
         "provider": dict(replay.provider.stats),
-        **disruption_summary(replay),             # restarts, lost work, drains (issue 23)
+        "warm_start": dict(getattr(replay, "warm_info", {}) or {}),
+        **disruption_summary(replay),             # restarts, drains, disruption (issue 23)
     }

@@ -7,7 +7,11 @@
                          panel per scheduler (the largest groups by node-hours, the rest
                          as "other"), with lines for the allocated (billed) instances and
                          for those plus the requested and queued ones
-- ``tick_time.png``      the scheduler's wall time per tick over simulated time (log scale)
+- ``tick_time.png``      the scheduler's wall time per tick over simulated time, one panel
+                         per scheduler on a shared log scale, with a running median
+
+Colours keep their meaning across plots and runs (palette.py: a fixed colour per
+scheduler, a colour by name per worker group); legends sit outside the axes.
 """
 from __future__ import annotations
 
@@ -15,17 +19,17 @@ from pathlib import Path
 
 import numpy as np
 
+from .palette import OTHER, group_colors, scheduler_color, scheduler_marker
 from .trace import HEAD_TYPE
 
-COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
-          "tab:pink", "tab:olive", "tab:cyan")
 TOP_TYPES = 8
+MEDIAN_WINDOW = 15           # ticks in the tick-time plot's running median
 
 
 def _figure(w: float, h: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    fig = Figure(figsize=(w, h), dpi=110)
+    fig = Figure(figsize=(w, h), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
@@ -34,24 +38,23 @@ def _minutes(r) -> np.ndarray:
     return np.asarray(r.series["t_s"], dtype=float) / 60.0
 
 
-def plot_pending(results, path) -> Path:
-    fig = _figure(9, 4.5)
+def figure_pending(results):
+    """Pending demand over time, one line per scheduler in its own colour; a result
+    identical to an earlier one is drawn dashed and says so."""
+    fig = _figure(10, 4.5)
     ax = fig.add_subplot()
-    styles = ("-", "--", ":", "-.")
     for i, r in enumerate(results):
         same = next((q.scheduler for q in results[:i]
                      if np.array_equal(q.series["pending"], r.series["pending"])), None)
         label = r.scheduler + (f" (identical to {same})" if same else "")
-        ax.plot(_minutes(r), r.series["pending"], color=COLORS[i % len(COLORS)],
-                ls=styles[i % len(styles)], lw=1.6 if same else 1.2, label=label)
+        ax.plot(_minutes(r), r.series["pending"], color=scheduler_color(r.scheduler),
+                ls="--" if same else "-", lw=1.8 if same else 1.3, label=label)
     ax.set_xlabel("simulated time (min)")
     ax.set_ylabel("pending demand (units)")
     ax.set_title("Pending demand over time")
     ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    return Path(path)
+    fig.legend(loc="outside right upper", fontsize=8)
+    return fig
 
 
 def _top_types(results) -> list:
@@ -63,18 +66,19 @@ def _top_types(results) -> list:
     return [k for k, _ in sorted(hours.items(), key=lambda kv: (-kv[1], kv[0]))][:TOP_TYPES]
 
 
-def plot_nodes(results, path) -> Path:
+def figure_nodes(results):
     """Running instances (ray node up) stacked by worker group; a line for the allocated
     (billed) instances and a dotted one adding those requested and queued."""
     top = _top_types(results)
     n = len(results)
-    fig = _figure(9, 2.8 * n + 0.8)
+    fig = _figure(11, 2.8 * n + 0.8)
     axes = [fig.add_subplot(n, 1, i + 1) for i in range(n)]
 
     def wanted(r):
         return (np.asarray(r.series["allocated"]).sum(axis=1) + r.series["requested"]
                 + r.series["queued"])
     ymax = max([int(wanted(r).max()) if len(r.series["t_s"]) else 0 for r in results] + [1])
+    palette = group_colors(top)
     for ax, r in zip(axes, results):
         names = list(r.type_names)
         running = np.asarray(r.series["running"])
@@ -83,7 +87,7 @@ def plot_nodes(results, path) -> Path:
         other[idx] = False
         stacks = [running[:, j] for j in idx] + [running[:, other].sum(axis=1)]
         labels = [names[j] for j in idx] + ["other (incl. head)"]
-        colors = [COLORS[k % len(COLORS)] for k in range(len(idx))] + ["lightgrey"]
+        colors = [palette[names[j]] for j in idx] + [OTHER]
         t = _minutes(r)
         ax.stackplot(t, *stacks, labels=labels, colors=colors, lw=0)
         ax.plot(t, np.asarray(r.series["allocated"]).sum(axis=1), color="black", lw=0.9,
@@ -95,28 +99,73 @@ def plot_nodes(results, path) -> Path:
         ax.set_title(f"{r.scheduler}: running instances by worker group", fontsize=10)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("simulated time (min)")
-    axes[0].legend(loc="upper left", fontsize=7, ncol=3, framealpha=0.85)
-    fig.tight_layout()
+    fig.legend(*_legend_entries(top, palette), loc="outside right upper", fontsize=7,
+               title="worker group", title_fontsize=8)
+    return fig
+
+
+def _legend_entries(top: list, palette: dict) -> tuple:
+    """One legend for every panel: each drawn group, "other", and the two lines."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    handles = [Patch(color=palette[t]) for t in top] + [Patch(color=OTHER)]
+    handles += [Line2D([], [], color="black", lw=0.9), Line2D([], [], color="black", lw=0.8,
+                                                              ls=":")]
+    labels = list(top) + ["other (incl. head)", "allocated (billed)",
+                          "+ requested + queued"]
+    return handles, labels
+
+
+def _running_median(x: np.ndarray, window: int) -> np.ndarray:
+    """The median of each tick's trailing ``window`` ticks (fewer at the start)."""
+    if len(x) == 0:
+        return x
+    from numpy.lib.stride_tricks import sliding_window_view
+    padded = np.concatenate([np.full(window - 1, np.nan), x])
+    return np.nanmedian(sliding_window_view(padded, window), axis=1)
+
+
+def figure_tick_time(results):
+    """Each scheduler's wall time per tick in its own panel (shared log scale, so the
+    panels compare by height): the ticks as dots, their running median as a line, and
+    p50 / p95 / max in the panel's title."""
+    n = len(results)
+    fig = _figure(10, 1.9 * n + 0.9)
+    axes = fig.subplots(n, 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    for ax, r in zip(axes, results):
+        ms = np.maximum(np.asarray(r.series["tick_s"], dtype=float) * 1e3, 1e-3)
+        t = _minutes(r)
+        color = scheduler_color(r.scheduler)
+        ax.scatter(t, ms, s=6, color=color, marker=scheduler_marker(r.scheduler),
+                   alpha=0.55, lw=0)
+        ax.plot(t, _running_median(ms, MEDIAN_WINDOW), color=color, lw=1.4)
+        stats = (f"p50 {np.median(ms):.1f} ms, p95 {np.percentile(ms, 95):.1f} ms, "
+                 f"max {ms.max():.1f} ms" if len(ms) else "no ticks")
+        ax.set_title(f"{r.scheduler}: {stats}", fontsize=9, loc="left")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3, which="both")
+        ax.set_ylabel("ms")
+    axes[-1].set_xlabel("simulated time (min)")
+    fig.suptitle(f"Scheduler wall time per tick (dots; line: running median of "
+                 f"{MEDIAN_WINDOW} ticks)", fontsize=10)
+    return fig
+
+
+def _save(fig, path) -> Path:
     fig.savefig(path)
     return Path(path)
+
+
+def plot_pending(results, path) -> Path:
+    return _save(figure_pending(results), path)
+
+
+def plot_nodes(results, path) -> Path:
+    return _save(figure_nodes(results), path)
 
 
 def plot_tick_time(results, path) -> Path:
-    fig = _figure(9, 4.5)
-    ax = fig.add_subplot()
-    for i, r in enumerate(results):
-        ms = np.maximum(np.asarray(r.series["tick_s"], dtype=float) * 1e3, 1e-3)
-        ax.plot(_minutes(r), ms, color=COLORS[i % len(COLORS)], lw=0.8, alpha=0.85,
-                label=f"{r.scheduler} (p50 {np.median(ms):.1f} ms)")
-    ax.set_yscale("log")
-    ax.set_xlabel("simulated time (min)")
-    ax.set_ylabel("scheduler wall time per tick (ms)")
-    ax.set_title("Scheduler time per tick")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path)
-    return Path(path)
+    return _save(figure_tick_time(results), path)
 
 
 def write_plots(results, out_dir) -> list:

@@ -44,8 +44,7 @@ def _held(m) -> str:
 
 
 def _drains(m) -> str:
-    return (f"{m.get('lost_cpu_hours', 0.0):.1f} / {m.get('drained', 0)} "
-            f"({m.get('drain_deadline_hit', 0)})")
+    return f"{m.get('drained', 0)} ({m.get('drain_deadline_hit', 0)})"
 
 
 def summary_table(results):
@@ -58,9 +57,10 @@ def summary_table(results):
         ("placed", lambda m: f"{m['placed']}"),
         ("never placed: still pending", lambda m: f"{m['still_pending']}"),
         ("never placed: infeasible", lambda m: f"{m['infeasible']}"),
-        ("requeued (node lost) / lost GPU-h",
-         lambda m: f"{m['requeued']} / {m.get('lost_gpu_hours', 0.0):.1f}"),
-        ("lost CPU-h / drained (deadline hit)", _drains),
+        ("requeued (node lost) / lost CPU-h / GPU-h",
+         lambda m: f"{m['requeued']} / {m.get('lost_cpu_hours', 0.0):.1f} / "
+                   f"{m.get('lost_gpu_hours', 0.0):.1f}"),
+        ("consolidation drains ended (deadline hit)", _drains),
         ("disrupted max at once / relaunch after consolidation",
          lambda m: f"{m.get('disrupted_max_concurrent', 0)} / "
                    f"{m.get('relaunch_after_consolidation', 0)}"),

@@ -33,7 +33,7 @@ reconciler's work), and for the baseline its ``build_problem`` and its packing.
 A ``Decision`` is what the lifecycle applies (launches per type, terminations by instance
 id and cause) plus the infeasible units per bundle and the infeasible placement groups,
 which the report counts. ``Decision.key()`` normalises a decision for comparison
-(RAY_V2_SEMANTICS.md §8): the launch multiset, the terminated (instance id, cause) set,
+(docs/ray-semantics.md §8): the launch multiset, the terminated (instance id, cause) set,
 the infeasible multiset, the infeasible placement groups.
 
 ``registry.SCHEDULERS`` maps a name to a factory ``factory(check_ray=False) -> scheduler``; a new

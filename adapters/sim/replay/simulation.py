@@ -26,7 +26,9 @@ One replay, in simulated time:
   bundles they host); pending independent demand grouped into shapes with counts, shapes
   in order of their oldest pending unit; pending placement groups in the GCS's encoding
   (``<pg>:<strategy>:PENDING``, bundles with their affinity / anti-affinity), oldest
-  first. A head node of type ``head`` runs from t=0.
+  first. A head node of type ``head`` runs from t=0, and with a warm start the work
+  alive at the window's start runs from t=0 on nodes the scheduler chose for it
+  (``warm_start.py``).
 - **The end** is the first tick at or after the last arrival plus ``tail_s``. Nothing
   happens after that tick, so the final accounting holds exactly: units in = placed +
   still pending + infeasible (the last tick's infeasible units), asserted every replay.
@@ -55,6 +57,7 @@ from .metrics import Metrics, summarize
 from .registry import make
 from .schedulers import Decision, TickState
 from .trace import HEAD_TYPE, LoadedTrace, Window, load
+from .warm_start import warm_start
 
 NS = 1_000_000_000
 _RAY_ALIVE = (Status.RAY_RUNNING, Status.RAY_STOP_REQUESTED, Status.RAY_STOPPING)
@@ -172,6 +175,8 @@ class Replay:
         self._synced_version = -1
         self.last: Optional[Decision] = None
         self.decisions: list = []
+        self.warm_ids: list = []             # nodes up at t = 0 for the warm start
+        self.warm_info: dict = {}
         if hasattr(self.sched, "use_trace"):     # e.g. the worker groups' prices
             self.sched.use_trace(trace)
         self.sched.start(self.clock)
@@ -294,6 +299,7 @@ class Replay:
         last = float(self.trace.arrival_s[-1]) if self.trace.n_units else 0.0
         n_ticks = int(math.ceil((last + cfg.tail_s) / cfg.tick_s)) + 1
         self._start_head()
+        self.warm_info = warm_start(self)
         for k in range(n_ticks):
             self.tick(k)
             if progress is not None:

@@ -32,6 +32,7 @@ from vecsched.adapters.traces import (ACCELERATOR_PREFIX, BUNDLED, DEFAULT_TRACE
                       read_demand, read_worker_groups, validate_demand,
                       validate_worker_groups, worker_group_specs)
 from .placement_groups import GangOverlay, Gangs, build as build_gangs, permute, together
+from .window import Window, describe, select
 
 GIB = float(2 ** 30)
 HEAD_TYPE = "head"
@@ -42,61 +43,6 @@ HEAD = NodeTypeSpec(HEAD_TYPE, {"CPU": 8.0, "memory": 32 * GIB}, min_workers=0,
                     max_workers=1)
 
 TableOrPath = Union[pa.Table, str, Path]
-
-
-@dataclass(frozen=True)
-class Window:
-    """Which slice of the trace is replayed and how its clock is scaled.
-
-    The window is ``pods`` rows starting at row ``start`` of the demand table (rows in
-    arrival order); ``start`` None means the last ``pods`` rows (all rows if ``pods`` is
-    None too). Times are taken relative to the window's first arrival, then
-    ``compress`` divides inter-arrival times *and* durations (the same load, played
-    faster), and ``arrival_scale`` divides inter-arrival times only (``arrival_scale``
-    times the arrival rate at the same durations: that many times the concurrent load).
-    """
-    start: Optional[int] = 0
-    pods: Optional[int] = None
-    compress: float = 1.0
-    arrival_scale: float = 1.0
-
-    def __post_init__(self):
-        if self.start is not None and (isinstance(self.start, bool)
-                                       or not isinstance(self.start, (int, np.integer))
-                                       or self.start < 0):
-            raise ValueError(f"window.start must be an integer >= 0, got {self.start!r}")
-        if self.pods is not None and (isinstance(self.pods, bool)
-                                      or not isinstance(self.pods, (int, np.integer))
-                                      or self.pods <= 0):
-            raise ValueError(f"window.pods must be a positive integer, got {self.pods!r}")
-        for name in ("compress", "arrival_scale"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool) \
-                    or not math.isfinite(v) or v <= 0:
-                raise ValueError(f"window.{name} must be a finite number > 0, got {v!r}")
-
-    def bounds(self, n_rows: int) -> tuple[int, int]:
-        """(first row, one past the last row) of the window in a table of n_rows."""
-        if self.start is None:
-            start = 0 if self.pods is None else max(0, n_rows - self.pods)
-        else:
-            start = self.start
-        if start >= n_rows:
-            raise ValueError(f"window.start {start} is past the last demand row "
-                             f"({n_rows} rows)")
-        stop = n_rows if self.pods is None else min(n_rows, start + self.pods)
-        return start, stop
-
-    def describe(self, n_rows: int) -> str:
-        start, stop = self.bounds(n_rows)
-        last = " (the last ones)" if stop == n_rows and start > 0 else ""
-        parts = [f"{stop - start} pods, rows {start}..{stop - 1} of {n_rows}{last}"]
-        parts.append(f"time compressed {self.compress:g}x (inter-arrivals and durations "
-                     f"/ {self.compress:g})" if self.compress != 1 else "real time")
-        if self.arrival_scale != 1:
-            parts.append(f"arrival rate x{self.arrival_scale:g} (inter-arrivals "
-                         f"/ {self.arrival_scale:g} more, durations kept)")
-        return "; ".join(parts)
 
 
 @dataclass
@@ -116,10 +62,19 @@ class LoadedTrace:
     prices: dict = field(default_factory=dict)   # worker group -> price per node-hour or None
     price_source: Optional[str] = None           # where the prices come from, if stated
     caps: str = ""                               # the per-node caps, in words ("": none)
+    warm: Optional[np.ndarray] = None            # (U,) bool: alive at the window's start
+    load_info: dict = field(default_factory=dict)  # the load replayed (summary.json)
 
     def __post_init__(self):
         if self.gangs is None:
             self.gangs = Gangs.none(self.n_units)
+        if self.warm is None:
+            self.warm = np.zeros(self.n_units, dtype=bool)
+
+    @property
+    def n_warm(self) -> int:
+        """Units alive at the window's start (the warm start)."""
+        return int(self.warm.sum())
 
     @property
     def n_units(self) -> int:
@@ -193,15 +148,17 @@ def load(trace=None, groups=None, window: Window = Window(),
     n_rows = demand.num_rows
     if n_rows == 0:
         raise TraceError("demand", "*", "has no rows: nothing to replay")
-    start, stop = window.bounds(n_rows)
     arrival = np.asarray(demand.column("arrival_s").to_numpy(), dtype=np.float64)
-    order = np.argsort(arrival, kind="stable")          # the trace order, if already sorted
-    rows = order[start:stop]
+    duration = np.asarray(demand.column("duration_s").to_numpy(), dtype=np.float64)
+    sel = select(arrival, duration, window)
+    # warm-start units first, at t = 0 for what is left of their run; then the window
+    rows = np.concatenate([sel.warm, sel.rows])
+    warm = np.arange(rows.size) < sel.warm.size
     table = demand.take(pa.array(rows))
-    arrival = arrival[rows]
-    duration = np.asarray(table.column("duration_s").to_numpy(), dtype=np.float64)
-    arr = (arrival - arrival[0]) / (window.compress * window.arrival_scale)
-    dur = duration / window.compress
+    scale = window.compress * window.arrival_scale
+    arr = np.where(warm, 0.0, (arrival[rows] - sel.origin) / scale)
+    dur = np.where(warm, arrival[rows] + duration[rows] - sel.origin, duration[rows])
+    dur = dur / window.compress
 
     warnings: list[str] = []
     shape_index: dict[tuple, int] = {}
@@ -249,16 +206,18 @@ def load(trace=None, groups=None, window: Window = Window(),
     capped = np.array([c is not None for c in caps], dtype=bool)
     spread = {g for g, c in zip(group_ids, caps) if g is not None and c == 1}
     # Capped units never join the overlay's groups (Ray Serve refuses a per-node cap
-    # with placement group bundles).
-    pg = build_gangs(len(rows), group_ids, gangs, fits_type[unit_shape] & ~capped,
+    # with placement group bundles); nor do warm-start units (already running: a group
+    # with a later unit would pull that unit's arrival to t = 0).
+    pg = build_gangs(len(rows), group_ids, gangs, fits_type[unit_shape] & ~capped & ~warm,
                      fits_merged, spread_groups=spread)
     cap_note = _caps_note(table, capped, len(spread))
     rows = np.asarray(rows, dtype=np.int64)
     if pg.G:
         arr, dur, order = together(pg, arr, dur)
         arr, dur, unit_shape, rows = arr[order], dur[order], unit_shape[order], rows[order]
+        warm = warm[order]
         pg = permute(pg, order)
-    scaling = window.describe(n_rows)
+    scaling = describe(window, sel)
     if gangs.share > 0:
         scaling += f"; gang overlay {gangs.share:g} (seed {gangs.seed})"
     prices = dict(zip(wg.column("type").to_pylist(), wg.column("price").to_pylist()))
@@ -270,7 +229,16 @@ def load(trace=None, groups=None, window: Window = Window(),
         name=name, types=[HEAD] + types, arrival_s=arr, duration_s=dur,
         unit_shape=unit_shape, shapes=shapes, rows=rows,
         scaling=scaling, oversized=oversized, warnings=warnings, gangs=pg,
-        prices=prices, price_source=price_source, caps=cap_note)
+        prices=prices, price_source=price_source, caps=cap_note, warm=warm,
+        load_info=_load_info(window, sel))
+
+
+def _load_info(window: Window, sel) -> dict:
+    """The load replayed, as numbers (``summary.json``'s ``load``)."""
+    return {"pods": int(sel.rows.size), "warm_start_pods": int(sel.warm.size),
+            "from_s": sel.origin, "to_s": window.t_to, "span_s": sel.end - sel.origin,
+            "arrival_scale": float(window.arrival_scale), "compress": float(window.compress),
+            "by": "time" if window.by_time else "rows"}
 
 
 def _caps_note(table: pa.Table, capped: np.ndarray, n_spread: int) -> str:

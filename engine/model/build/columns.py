@@ -1,7 +1,7 @@
 """The resource and label columns of one tick: only what the tick names.
 
 Every name a configured type or a request uses gets a column (a request fits
-only where the column holds enough, RAY_V2_SEMANTICS.md §4.7). A name only the
+only where the column holds enough, docs/ray-semantics.md §4.7). A name only the
 running nodes' maps use gets one when it decides more than its own node's
 score: ``GPU`` (Ray's GPU avoidance looks for it), an implicit resource, or a
 name more than one node has - unless it is a placement-group bundle resource

@@ -1,5 +1,5 @@
 """KubeRay in-place resize (IPPR) arrays of a tick: the per-node states and each
-type's group maximum, checked (RAY_V2_SEMANTICS.md §4.4, engine/model/ippr.py)."""
+type's group maximum, checked (docs/ray-semantics.md §4.4, engine/model/ippr.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,6 +1,6 @@
 """The nodes of a tick as arrays (the hot part of building a Problem).
 
-A pending node is modelled from its type config (RAY_V2_SEMANTICS.md §2.1 item
+A pending node is modelled from its type config (docs/ray-semantics.md §2.1 item
 4); an outdated one is an empty, already-terminated node; a running node is
 read from its GCS maps in bulk: values are gathered into flat lists and
 validated with one vector check, and only when something is wrong is the

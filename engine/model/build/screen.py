@@ -1,4 +1,4 @@
-"""Which instances become scheduling nodes (RAY_V2_SEMANTICS.md §2.1), over columns.
+"""Which instances become scheduling nodes (docs/ray-semantics.md §2.1), over columns.
 
 An instance without an instance-manager record, in a status from which
 RAY_RUNNING cannot be reached, RAY_RUNNING without a Ray node (stale state) or

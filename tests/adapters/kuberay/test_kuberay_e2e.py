@@ -27,16 +27,17 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from vecsched.adapters.sim.kube import scenario  # noqa: E402
+from vecsched.adapters.sim.kube import reorder, scenario  # noqa: E402
 from vecsched.adapters.sim.kube.local_cluster import LocalKubeRay  # noqa: E402
 from vecsched.adapters.cli.kuberay import checks  # noqa: E402
 
 RUNS: dict = {}
 
 
-def _run(mode: str, tmp_path) -> dict:
-    if mode in RUNS:
-        return RUNS[mode]
+def _run(mode: str, tmp_path, which: str = "default") -> dict:
+    key = (mode, which)
+    if key in RUNS:
+        return RUNS[key]
     from vecsched.engine import warmup
     warmup()                    # fills the numba cache the side-car loads
     dumps = str(tmp_path / f"dumps-{mode}")
@@ -44,7 +45,8 @@ def _run(mode: str, tmp_path) -> dict:
                       dump_dir=dumps)
     try:
         kr.start(timeout=300)
-        rec = scenario.run(kr, log=lambda m: print(f"[{mode}] {m}", file=sys.stderr))
+        run = reorder.run if which == "reorder" else scenario.run
+        rec = run(kr, log=lambda m: print(f"[{mode}/{which}] {m}", file=sys.stderr))
         rec["dumps"] = sorted(glob.glob(os.path.join(dumps, "tick-*.json")))
         rec["managed"] = kr.cluster()["metadata"]["managedFields"]
     except Exception:
@@ -53,7 +55,7 @@ def _run(mode: str, tmp_path) -> dict:
     finally:
         kr.stop()
         kr.cleanup()
-    RUNS[mode] = rec
+    RUNS[key] = rec
     return rec
 
 
@@ -91,11 +93,19 @@ def test_kuberay_engine_end_to_end(tmp_path):
     # operator still holds an earlier one is decided again later, so >= 4 decisions
     assert st["launched"] == {"cpu": 2, "pair": 2}, st
     assert set(st["terminated"]) == {"IDLE"} and st["terminated"]["IDLE"] >= 4, st
-    # the patches as the side-car sent them are the ones the API server received
+    # the patches as the side-car sent them (guarded) are the ones the API server
+    # applied; any it refused was a failed guard (422 / 409), read again and re-sent
     sent = [p["payload"] for p in led["patches"]]
-    wire = [w["body"] for w in rec["wire_patches"] if w["manager"] == "python-requests"]
-    assert sent == wire and all(w["status"] == 200 for w in rec["wire_patches"])
+    wire = [w["body"] for w in rec["wire_patches"]
+            if w["manager"] == "python-requests" and w["status"] == 200]
+    assert [p["sent"] for p in led["patches"]] == wire
+    refused = [w for w in rec["wire_patches"] if w["status"] != 200]
+    assert all(w["status"] in (409, 422) for w in refused)
+    assert led["guard"]["guard_failures"] == len(refused), (led["guard"], refused)
+    assert led["guard"]["wrong_group_patches"] == 0 and led["guard"]["refused"] == 0
     assert all(w["content_type"] == "application/json-patch+json" for w in rec["wire_patches"])
+    assert all(p["sent"][0] == {"op": "test", "path": "/metadata/resourceVersion",
+                                "value": p["sent"][0]["value"]} for p in led["patches"])
     # scale-up: one patch, replicas 0 -> 3, and the leftover workersToDelete cleared
     assert sent[0] == [
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3},
@@ -156,11 +166,37 @@ def test_kuberay_shadow_mode_agrees_with_ray(tmp_path):
     assert st["launched"] == {"cpu": 2, "pair": 2}, st
     assert set(st["terminated"]) == {"IDLE"} and st["terminated"]["IDLE"] >= 4, st
     sent = [p["payload"] for p in rec["ledger"]["patches"]]
-    if "engine" in RUNS:        # Ray deciding sent what the engine deciding sent
-        eng = [p["payload"] for p in RUNS["engine"]["ledger"]["patches"]]
+    if ("engine", "default") in RUNS:     # Ray deciding sent what the engine deciding sent
+        eng = [p["payload"] for p in RUNS[("engine", "default")]["ledger"]["patches"]]
         assert sent[:2] == eng[:2]
         assert _replica_values(sent)[1] == _replica_values(eng)[1]
         assert _replica_values(sent)[0][-1] == _replica_values(eng)[0][-1] == 1
         # which cpu pods go first depends on when each went idle (timing), not on who
         # decides: the same number of them, the same pair pods
         assert len(_named(sent)) == len(_named(eng))
+
+
+@pytest.mark.cluster
+def test_kuberay_reorder_between_read_and_patch(tmp_path):
+    """Issue 24: the groups reversed between the side-car's read and its patch, during
+    a scale-up and a scale-down. Every patch lands on the group Ray meant: the guard's
+    422 is read again and the patch re-addressed; ``pair`` never runs a pod.
+    (On main, or with ``kuberay-demo --no-guard``, the scale-up patch went to ``pair``.)"""
+    rec = _run("engine", tmp_path, "reorder")
+    verdicts = reorder.checks(rec)
+    assert all(ok for ok, _ in verdicts.values()), verdicts
+    led = rec["ledger"]
+    assert led["guard"]["wrong_group_patches"] == 0 and led["guard"]["moved_retries"] == 2
+    moved = [(c["group"], c["index_decided_on"], c["index_now"], c["status"])
+             for c in led["conflicts"] if c["kind"] == "group_moved"]
+    assert moved == [("cpu", 0, 1, 422), ("cpu", 1, 0, 422)]
+    # what Ray built addressed the index it read; what landed addressed cpu's index then
+    for p, order in zip(led["patches"], (["pair", "cpu"], ["cpu", "pair"])):
+        idx = order.index("cpu")
+        assert {op["path"].split("/")[3] for op in p["sent"] if op["op"] == "replace"} \
+            == {str(idx)}
+        assert {"op": "test", "path": f"/spec/workerGroupSpecs/{idx}/groupName",
+                "value": "cpu"} in p["sent"]
+    result = scenario.result_json(rec)
+    assert result["wrong_group_patches"] == 0
+    assert result["conflicts_caught"] == {"group_moved": 2}

@@ -79,6 +79,7 @@ def test_warm_decode_equals_cold(seed, monkeypatch):
             assert by_bytes.setdefault(k, rs) is rs
 
 
+@pytest.mark.slow
 def test_scheduler_keeps_the_cache_only_after_a_tick_succeeds():
     eng = EngineScheduler(new_id=lambda: "id", now_ns=lambda: 0)
     seeds = [s for s in range(40) if make_request(s).gang_resource_requests][:6]

@@ -52,6 +52,7 @@ def run_case(seed: int, max_nodes: int) -> str:
 
 
 @pytest.mark.parametrize("block", range(4))
+@pytest.mark.slow
 def test_differential_random_states(block):
     outcome = Counter()
     lo, hi = block * N_CASES // 4, (block + 1) * N_CASES // 4
@@ -106,6 +107,7 @@ def run_same_object(seed: int, max_nodes: int, **mode) -> str:
 
 
 @pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.slow
 def test_differential_real_world(mode):
     """Ray's real-world quantities (raylet fixed point: 0.1 / 0.3 CPU, 0.001
     accelerator markers, odd memory byte counts) and placement groups already

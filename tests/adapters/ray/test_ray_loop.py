@@ -2,7 +2,7 @@
 
 Ray 2.60's real `Reconciler.reconcile` drives Ray's `InstanceManager` (in-memory
 storage, Ray's subscribers) against a simulated cloud behind Ray's
-`ICloudInstanceProvider` and a simulated GCS (`adapters/ray/sim/`), once with
+`ICloudInstanceProvider` and a simulated GCS (`adapters/sim/raycluster/`), once with
 `EngineScheduler` and once with Ray's `ResourceDemandScheduler` as the scheduler, from
 the same seed. Every scheduler reply (launches in reply order, terminations with cause
 and status, infeasible requests) and the instance manager's state after every tick

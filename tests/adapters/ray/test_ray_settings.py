@@ -44,6 +44,7 @@ def _both(seed: int, **kw):
 SEEDS = range(120)
 
 
+@pytest.mark.slow
 def test_conserve_gpu_nodes_as_the_scheduler_module_has_it(monkeypatch):
     base = {s: _both(s) for s in SEEDS}
     # Patched where Ray's scheduler reads it: GPU types are no longer avoided.
@@ -59,6 +60,7 @@ def test_conserve_gpu_nodes_as_the_scheduler_module_has_it(monkeypatch):
         assert _both(s) == base[s], s
 
 
+@pytest.mark.slow
 def test_implicit_resource_prefix_as_ray_reads_it(monkeypatch):
     base = {s: _both(s) for s in SEEDS}
     # "ssd" as the implicit prefix: a request for ssd now fits a node without
@@ -98,6 +100,7 @@ def _pending_idle_run(monkeypatch, seeds) -> list:
     return out
 
 
+@pytest.mark.slow
 def test_pending_terminable_statuses_and_clock_at_tick_time(monkeypatch):
     seeds = range(40)
     base = _pending_idle_run(monkeypatch, seeds)

@@ -1,5 +1,5 @@
 """Targeted regression tests, one small tick per behaviour: which instances become
-nodes (RAY_V2_SEMANTICS §2.1), outdated nodes (§3.1), min/max caps and the victim
+nodes (docs/ray-semantics.md §2.1), outdated nodes (§3.1), min/max caps and the victim
 order (§3.2–§3.5) and the crash-class quirks Q3, Q4, Q12, Q13.
 
 Each test runs Ray 2.60's scheduler and the engine on the same input, asserts

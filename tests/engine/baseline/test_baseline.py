@@ -333,7 +333,7 @@ def test_ten_thousand_nodes_two_hundred_runs_give_a_legal_plan():
 def test_label_selectors_and_anti_affinity_of_plain_runs():
     """A plain run goes only to nodes (existing, opened, new types) its selector
     admits, and a run with an anti-affinity puts at most one unit on a node and none
-    on a node already labelled (Ray adds the label on placement, RAY_V2_SEMANTICS
+    on a node already labelled (Ray adds the label on placement, docs/ray-semantics.md
     4.7)."""
     types = [NodeTypeSpec("cpu-a", CPU4, max_workers=10, labels={"zone": "a"}),
              NodeTypeSpec("cpu-b", CPU4, max_workers=10, labels={"zone": "b"})]

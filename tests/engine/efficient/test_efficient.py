@@ -59,6 +59,7 @@ def test_mode_is_listed_and_options_only_for_it():
 
 
 @pytest.mark.parametrize("block", range(3))
+@pytest.mark.slow
 def test_legal_on_the_differential_generators_states(block):
     """tests/kits/raygen.py states (labels, selectors, every gang strategy, constraints,
     IPPR, caps, pending and outdated nodes): no violation at all (not even Ray's
@@ -104,6 +105,7 @@ def test_quality_against_ffd_and_ray_on_plain_ticks():
     assert tot["ray"] <= 0.8 * tot["ffd"], tot
 
 
+@pytest.mark.slow
 def test_quality_against_ray_on_gang_ticks():
     """20 seeded gang ticks of 40 bundles: every group placed that ray-compat
     places, and in total at most 0.85 x ray-compat's price (measured 0.79)."""
@@ -242,6 +244,7 @@ def test_strict_strategies_in_the_plan():
     assert plan.launches() == {"w": 3}                            # the pack shares one
 
 
+@pytest.mark.slow
 def test_cpsat_gang_packing_is_deterministic_and_no_worse_than_heuristics():
     pytest.importorskip("ortools")
     for seed in range(4):
@@ -253,6 +256,7 @@ def test_cpsat_gang_packing_is_deterministic_and_no_worse_than_heuristics():
         assert plan_value(inst, a) <= plan_value(inst, h), seed
 
 
+@pytest.mark.slow
 def test_neighbourhood_search_improves_a_large_tick_and_stays_legal():
     """200 bundles (ganggen seed 1): the all-at-once CP-SAT step runs out of work short
     of the optimum; the neighbourhood search (engine/efficient/lns.py) re-packs the

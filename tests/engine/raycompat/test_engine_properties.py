@@ -87,7 +87,6 @@ def test_batched_picks_equal_one_at_a_time(scenario, monkeypatch):
     """Taking runs of identical picks at once (twins, fresh templates) must give
     exactly the plan of picking one node at a time."""
     import sys
-    from pathlib import Path
     sys.path.insert(0, str(BENCH))
     from benchmarks.common import cluster_v2, engine_problem
 
@@ -148,7 +147,6 @@ def capped_against_twin(specs, slack: int, monkeypatch) -> tuple:
 def bench_on_path() -> None:
     """bench/benchmarks importable (the seeded cluster generators)."""
     import sys
-    from pathlib import Path
     sys.path.insert(0, str(BENCH))
 
 

@@ -1,5 +1,5 @@
 """vecsched.engine.solver: the CP-SAT model against exhaustive enumeration, bound
-sandwiches (never exact assignments: DESIGN.md house style 9), every mode's plan
+sandwiches (never exact assignments: docs/design.md §6 item 9), every mode's plan
 feasible in the model with a gap >= 0, determinism, and the import boundaries
 (importable without OR-Tools; never imported on the ray-compat path)."""
 from __future__ import annotations
@@ -16,8 +16,8 @@ from vecsched.engine.baseline.ffd import schedule_baseline
 from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
 from vecsched.engine.model.dtypes import Status
 from vecsched.engine.model.requests import GangSpec
-from vecsched.engine.solver import (assignment_value, build_instance, check_assignment, check_plan,
-                           greedy_assignment, plan_value, solve)
+from vecsched.engine.solver import (assignment_value, build_instance, check_assignment,
+                                    cross_check_plan, greedy_assignment, plan_value, solve)
 
 from tests.kits.ganggen import gang_tick, plain_tick
 from tests.kits.solver_kit import brute_force, problem_of, small_case
@@ -48,6 +48,7 @@ def test_optimum_equals_exhaustive_enumeration(block):
     assert checked > 40          # most cases have demand to place
 
 
+@pytest.mark.slow
 def test_bound_sandwich_under_a_tight_work_limit():
     """With too little work to prove anything the bound still sandwiches: bound <=
     the exhaustive... here the best plan known (every mode's, the greedy's) and
@@ -72,6 +73,7 @@ def _plans(p):
 
 
 @pytest.mark.parametrize("kind", ["gangs", "plain"])
+@pytest.mark.slow
 def test_every_mode_feasible_in_the_model_and_gap_nonnegative(kind):
     for seed in range(8):
         p = gang_tick(seed, bundles=30, plain=True) if kind == "gangs" else \
@@ -81,7 +83,7 @@ def test_every_mode_feasible_in_the_model_and_gap_nonnegative(kind):
         res = solve(inst, deterministic_limit=10)
         assert res.feasible
         for name, plan, gp in _plans(p):
-            chk = check_plan(inst, plan, res, gang_place=gp)
+            chk = cross_check_plan(inst, plan, res, gang_place=gp)
             assert chk.feasible is True, (seed, name, chk.why)
             assert chk.gap >= 0, (seed, name, chk)
             if res.optimal:
@@ -97,7 +99,7 @@ def test_efficient_packing_is_checked_directly_and_is_optimal_on_small_gang_tick
         inst = build_instance(p)
         plan = schedule(p, mode="efficient")
         res = solve(inst, deterministic_limit=10)
-        chk = check_plan(inst, plan, res, gang_place=plan.stats["gang_place"])
+        chk = cross_check_plan(inst, plan, res, gang_place=plan.stats["gang_place"])
         assert chk.feasible is True and chk.why == "the plan's own packing", (seed, chk)
         optimal += chk.optimal
     assert optimal >= 9

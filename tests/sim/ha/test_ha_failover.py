@@ -117,6 +117,7 @@ def test_ha_demo_kill_and_pause(tmp_path):
     store's audit."""
     result = run_demo(tmp_path, DemoConfig(sim=SimConfig(ticks=30)), log=lambda m: None)
     on_disk = json.loads((tmp_path / "ha.json").read_text())
+    assert on_disk["backend"] == "redis"              # the default lease backend
     for key in ("lease_ttl_s", "failovers", "failover_s", "stale_writes_attempted",
                 "stale_writes_rejected", "launches_lost", "launches_duplicated",
                 "demand_lost"):

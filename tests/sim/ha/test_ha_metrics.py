@@ -28,6 +28,7 @@ def _scrape(port: int) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_a_leading_replica_serves_its_lease_metrics(redis_server, tmp_path):
     dc = DemoConfig(scheduler="baseline", allow_volatile_redis=False)
     authkey = os.urandom(16)

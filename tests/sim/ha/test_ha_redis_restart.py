@@ -114,6 +114,7 @@ def test_empty_redis_restart_records_rebuilt_nothing_lost(redis_server, newcomer
     assert got == ref_records
 
 
+@pytest.mark.slow
 def test_a_replica_process_refuses_a_volatile_redis(tmp_path):
     """The replica process checks Redis before anything else: against a server with
     neither appendonly nor save it reports the setting and exits 2; told to allow

@@ -368,7 +368,7 @@ def test_ownership_conflict_reported_with_the_field(api):
     assert c["field"] == "spec.workerGroupSpecs[1].replicas" and c["group"] == "gpu"
     assert (c["autoscaler_wrote"], c["found"]) == (2, 0)
     assert c["writer"] == "argocd-application-controller"
-    assert [p["payload"] for p in ledger.patches] == _patches(api)
+    assert [p["sent"] for p in ledger.patches] == _patches(api)
 
 
 def test_replicas_outside_min_max_reported(api):

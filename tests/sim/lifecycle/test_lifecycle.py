@@ -665,6 +665,7 @@ def _churn(seed):
     return store, prov
 
 
+@pytest.mark.slow
 def test_provider_is_deterministic_and_every_move_legal():
     a_store, a_prov = _churn(1)
     b_store, b_prov = _churn(1)

@@ -60,6 +60,7 @@ def test_conservation_with_preemptions_and_failures():
     assert len(series["t_s"]) == m["ticks"] == len(series["pending"]) == len(series["running"])
 
 
+@pytest.mark.slow
 def test_same_seed_same_replay():
     cfg = ReplayConfig(latency_jitter=0.5, preemption_rate_per_h=2.0, seed=11)
     a = replay(None, "engine", window=SMALL, config=cfg, record_decisions=True)
@@ -97,6 +98,7 @@ def test_engine_and_ray_decide_identically_tick_for_tick():
     assert any(d[0] for d in eng.decisions) and any(d[1] for d in eng.decisions)
 
 
+@pytest.mark.slow
 def test_check_ray_counts_no_differing_ticks():
     _ray()
     r = replay(None, "engine", window=SMALL, check_ray=True)
@@ -104,6 +106,7 @@ def test_check_ray_counts_no_differing_ticks():
     assert r.check["differing"] == 0, r.check["examples"]
 
 
+@pytest.mark.slow
 def test_check_ray_counts_a_differing_tick():
     _ray()
     trace = load(None, None, SMALL)
@@ -243,6 +246,7 @@ def test_window_and_scaling():
 
 
 # ---- plots and the command --------------------------------------------------------------
+@pytest.mark.slow
 def test_plots_are_written(tmp_path):
     pytest.importorskip("matplotlib")
     from vecsched.adapters.sim.replay.plots import write_plots
@@ -254,6 +258,7 @@ def test_plots_are_written(tmp_path):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_cli_replay(tmp_path, capsys):
     _ray()
     pytest.importorskip("matplotlib")
@@ -275,7 +280,7 @@ def test_cli_replay_bad_trace(tmp_path, capsys):
     code = main(["replay", str(tmp_path / "bad.parquet"), "--scheduler", "engine",
                  "--out", str(tmp_path / "o")])
     assert code == 2
-    assert "missing column" in capsys.readouterr().out
+    assert "missing column" in capsys.readouterr().err
 
 
 # ---- the scheduler interface ------------------------------------------------------------

@@ -102,6 +102,7 @@ def test_slot_holds_exactly_the_cap_and_shows_as_the_gcs_does():
     assert slot not in c.view(n, 100.0)[1]
 
 
+@pytest.mark.slow
 def test_caps_hold_and_bind_in_the_replay():
     """At every tick no node runs more of an app's independent requests than its cap;
     caps bind (some node is full for its app); without the caps the same window packs
@@ -149,6 +150,7 @@ def test_strict_spread_members_on_distinct_nodes():
 
 # ---- the schedulers on a capped window ----------------------------------------------------
 @pytest.mark.parametrize("scheduler", ["engine", "baseline", "ray"])
+@pytest.mark.slow
 def test_capped_window_conserves_and_adds_up(scheduler):
     if scheduler == "ray":
         _ray()
@@ -160,6 +162,7 @@ def test_capped_window_conserves_and_adds_up(scheduler):
     assert m["cost"] > 0
 
 
+@pytest.mark.slow
 def test_engine_equals_ray_on_every_tick_of_the_capped_window():
     _ray()
     r = replay(capped_demand(), "engine", groups=capped_groups(), window=X200, check_ray=True)
@@ -168,6 +171,7 @@ def test_engine_equals_ray_on_every_tick_of_the_capped_window():
     assert r.check["ticks_with_placement_groups"] > 0
 
 
+@pytest.mark.slow
 def test_caps_cost_the_engine_nodes():
     """The engine (Ray's decisions) sees the caps: it launches more than without them."""
     _ray()

@@ -39,6 +39,7 @@ class _Direct(_Scheduler):
         return _from_plan(out[0], out[1], state)
 
 
+@pytest.mark.slow
 def test_efficient_is_registered_and_runs_on_the_production_path():
     """make('efficient') is EngineScheduler(mode='efficient'); on a gang replay it
     decides every tick as the mode does on build_problem directly (the codec carries
@@ -80,6 +81,7 @@ def _priced(prices: dict) -> pa.Table:
     return t.set_column(t.column_names.index("price"), "price", col)
 
 
+@pytest.mark.slow
 def test_prices_come_from_the_worker_groups():
     """The bundled groups' (illustrative) prices reach the mode; a table without prices
     and one priced at exactly the proxy (1 + GPUs) decide alike; making the proxy's
@@ -174,6 +176,7 @@ def test_cross_check_values_each_answer_against_the_optimum():
     assert figures["gave-up"]["gap_max"] > 10                    # unplaced bundles dominate
 
 
+@pytest.mark.slow
 def test_cli_cross_check_writes_every_scheduler(tmp_path):
     pytest.importorskip("ortools")
     pytest.importorskip("matplotlib")

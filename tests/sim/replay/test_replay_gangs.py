@@ -151,6 +151,7 @@ def test_placed_bundles_are_reported_as_rays_gcs_does():
 
 
 # ---- replays with groups -----------------------------------------------------------------
+@pytest.mark.slow
 def test_check_ray_with_placement_groups_every_tick():
     """The acceptance check of issue 16: engine (through EngineScheduler) and Ray decide
     every tick alike, groups pending on many of them."""
@@ -163,6 +164,7 @@ def test_check_ray_with_placement_groups_every_tick():
     assert r.metrics["placement_groups"] > 10 and r.metrics["infeasible"] == 0
 
 
+@pytest.mark.slow
 def test_check_ray_sees_a_wrong_gang_decision():
     _ray()
     trace = load(None, None, SMALL, GangOverlay(0.3, seed=2))
@@ -190,6 +192,7 @@ def test_one_engine_scheduler_serves_every_tick():
     assert sched.sched is first and first.stats["engine_ticks"] == r.metrics["ticks"]
 
 
+@pytest.mark.slow
 def test_pending_idle_tracking_runs_on_the_simulated_clock():
     """Ray's pending-node idle tracking reads time.monotonic(); both schedulers read the
     simulated clock, so with the tracking on they still agree on every tick (Ray on the

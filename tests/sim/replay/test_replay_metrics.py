@@ -261,6 +261,7 @@ def test_progress_lines_flushed_without_a_terminal():
     assert sorted(set(buf.flushed)) == list(range(1, len(got) + 1))
 
 
+@pytest.mark.slow
 def test_replay_piped_to_a_file_shows_progress(tmp_path):
     out = tmp_path / "stdout.txt"
     with out.open("w") as f:

@@ -116,6 +116,7 @@ def check(name: str, spec) -> None:
 
 
 @pytest.mark.parametrize("name", list(WINDOWS))
+@pytest.mark.slow
 def test_engine_against_baseline(name):
     check(name, WINDOWS[name])
 
