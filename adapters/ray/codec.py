@@ -295,10 +295,12 @@ def _ippr_status(inst, req: SchedulingRequest):
 
 # The efficient mode's CONSOLIDATE (vecsched.engine.efficient.consolidate) has no value in Ray
 # 2.60's TerminationRequest.Cause: UNKNOWN (0) would break Ray's event logger (its
-# cause -> text map has the four named causes only), and Ray's RayStopper drains for
-# IDLE alone and stops the ray node for every other cause, which is what consolidation
-# needs. So it goes to Ray as OUTDATED, its details starting with this prefix;
-# ``engine_cause`` reads it back.
+# cause -> text map has the four named causes only). So it goes to Ray as OUTDATED, its
+# details starting with this prefix and ending with the drain deadline in seconds (the
+# plan's value, in ms); ``engine_cause`` and ``drain_deadline_ms`` read them back. Stock
+# Ray's RayStopper stops the ray node for every cause but IDLE; with
+# ``adapters/ray/drain.py``'s stopper installed a consolidated node is drained instead
+# (GCS DrainNode, reason PREEMPTION, with the deadline).
 CONSOLIDATION_DETAILS = "consolidation:"
 
 
@@ -311,12 +313,28 @@ def engine_cause(tr) -> int:
     return c
 
 
+_DEADLINE_TAG = "drain deadline "
+
+
+def drain_deadline_ms(tr) -> int:
+    """The drain deadline (ms from the drain request) a consolidation termination
+    carries in its details; 0 when it carries none (stop at once)."""
+    d = tr.details
+    if not d.startswith(CONSOLIDATION_DETAILS) or _DEADLINE_TAG not in d:
+        return 0
+    text = d.rsplit(_DEADLINE_TAG, 1)[1].split(" ", 1)[0]
+    try:
+        return max(0, int(round(float(text) * 1000)))
+    except ValueError:
+        return 0
+
+
 def _details(cause: int, value: int, node_type: str, has_ray: bool, p: Problem,
              t: int) -> str:
     if cause == Cause.CONSOLIDATE:
         return (f"{CONSOLIDATION_DETAILS} a {node_type} node with few GPUs in use whose "
                 f"running work fits on another running node (sent as OUTDATED: Ray has "
-                f"no consolidation cause; the ray node is stopped)")
+                f"no consolidation cause); {_DEADLINE_TAG}{value / 1000:g} s")
     if cause == Cause.OUTDATED:
         return f"node from {node_type} has outdated config"
     if cause == Cause.IDLE:

@@ -57,6 +57,7 @@ from . import metrics
 from .autoscaler_scheduler import AutoscalerScheduler
 from .checks import (ENV_MODE, ENV_UNTESTED_RAY, MODES, TESTED_RAY_VERSIONS, InstallError,
                      check_ray_version, ray_version_supported, resolve_mode)
+from .drain import install_stopper, uninstall_stopper
 from .start_hook import HOOK, MONITOR_SCRIPT, ray_start_hook
 from .stats import ENV_STATS_FILE, STATS_FILE_NAME, read_stats
 
@@ -116,6 +117,7 @@ def install(mode: Optional[str] = None, stats_path: Optional[str] = None) -> Opt
                 "__doc__": f"AutoscalerScheduler installed with mode={mode!r}."})
     cls.__qualname__ = f"AutoscalerScheduler[{mode}]"
     mod.ResourceDemandScheduler = cls
+    install_stopper()          # consolidation drains with a deadline (adapters/ray/drain.py)
     metrics.attach(metrics_port)
     return cls
 
@@ -142,4 +144,5 @@ def uninstall() -> None:
     """Give the autoscaler module Ray's own scheduler (and metrics class) back (in this
     process)."""
     _autoscaler_module().ResourceDemandScheduler = ResourceDemandScheduler
+    uninstall_stopper()
     metrics.detach()

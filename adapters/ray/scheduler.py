@@ -49,6 +49,7 @@ class EngineScheduler(ResourceDemandScheduler):
         super().__init__(event_logger)
         self.engine_mode = mode     # ``mode`` is the installed subclass's engine / shadow
         self._options = options
+        self._stability = _stability_window() if mode == "efficient" else None
         self.last_plan = None
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         # Ray's scheduler calls time.time_ns / time.monotonic through its module's
@@ -85,7 +86,11 @@ class EngineScheduler(ResourceDemandScheduler):
         t1 = time.perf_counter()
         if self.engine_mode == "efficient":
             tracking = False
-            plan = schedule(decoded.problem, mode="efficient", options=self._options)
+            plan = schedule(decoded.problem, mode="efficient",
+                            options=self._stability.options_for(
+                                decoded.problem, lambda: _node_keys(decoded), self._options,
+                                self._monotonic(), self._now_ns())
+                            if self._options is not None else None)
         else:
             tracking = request.pending_idle_timeout_s is not None
             plan = schedule(decoded.problem, pending_since=self._pending_since,
@@ -120,3 +125,19 @@ class EngineScheduler(ResourceDemandScheduler):
             except Exception:
                 logger.exception("Failed to emit event logs.")
         return reply
+
+
+def _node_keys(decoded) -> list:
+    """The instance id of each node of the decoded problem (the stability window's key)."""
+    out = []
+    for i in decoded.problem.node_source.tolist():
+        im = decoded.instances[int(i)].im_instance
+        out.append(im.instance_id if im is not None else f"#{i}")
+    return out
+
+
+def _stability_window():
+    """Consolidation's stability window, kept across ticks (efficient mode only; the
+    efficient package is not loaded on the ray-compat path)."""
+    from vecsched.engine.efficient.stability import StabilityWindow
+    return StabilityWindow()

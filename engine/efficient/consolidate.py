@@ -21,15 +21,23 @@ node. On a tick with nothing pending (no demand, no placement group, no
   not see: the label selectors of running work, so work that selects node labels
   may find no room and go pending, and get a node launched as any demand does.)
 
-At most ``consolidate_per_tick`` victims a tick, terminated with cause
-CONSOLIDATE (sent to Ray as OUTDATED, the details saying why: Ray's enum has no
-consolidation cause, and Ray stops the ray node for any cause but IDLE).
+With ``consolidate_cpu`` > 0, nodes without GPUs are victims too when at most that
+share of their CPUs is in use (GPU nodes go first, then CPU nodes, each least used
+first). At most ``consolidate_per_tick`` victims a tick, and no more than the disruption
+budget leaves (``disruption.py``: nodes opted out by label or worker type are never
+victims; nodes already being drained count against the budget), terminated with
+cause CONSOLIDATE and value ``drain_deadline_s`` in milliseconds: the node is
+drained (no new work; it stops when its work ends or the deadline passes). It is
+sent to Ray as OUTDATED, the details saying why and giving the deadline
+(``adapters/ray/codec.py``); ``adapters/ray/drain.py`` makes Ray drain it through
+the GCS drain request instead of stopping it.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from vecsched.engine.model.dtypes import IMPLICIT_PREFIX, PRIVATE_PREFIX, Cause, Status
+from .disruption import budget_left, opted_out
 from .options import EfficientOptions
 from .state import State
 
@@ -51,10 +59,28 @@ def _hosts_groups(p) -> np.ndarray:
     return out
 
 
+def _low_use(p, used: np.ndarray, opts: EfficientOptions) -> tuple[np.ndarray, np.ndarray]:
+    """(share, low): per node the share of its GPUs in use (GPU nodes) or of its CPUs
+    (nodes without GPUs), and whether it is at most ``consolidate`` (GPU nodes) or
+    ``consolidate_cpu`` (the others; 0 leaves them alone)."""
+    N, g, c = p.N, p.gpu_col, p.col("CPU")
+    gpus = p.node_total[:, g] if g >= 0 else np.zeros(N)
+    cpus = p.node_total[:, c] if c >= 0 else np.zeros(N)
+    share = np.ones(N)
+    np.divide(used[:, g], gpus, out=share, where=gpus > 0)
+    cpu_node = (gpus <= 0) & (cpus > 0)
+    if c >= 0:
+        np.divide(used[:, c], cpus, out=share, where=cpu_node)
+    low = (gpus > 0) & (opts.consolidate > 0) & (share <= opts.consolidate + _EPS)
+    low |= cpu_node & (opts.consolidate_cpu > 0) & (share <= opts.consolidate_cpu + _EPS)
+    return share, low
+
+
 def consolidate(st: State, opts: EfficientOptions) -> None:
     p = st.p
     g = p.gpu_col
-    if opts.consolidate <= 0 or g < 0 or p.N == 0 or not _nothing_pending(st):
+    if (opts.consolidate <= 0 and opts.consolidate_cpu <= 0) or p.N == 0 \
+            or not _nothing_pending(st):
         return
     N = p.N
     real = np.asarray([not (r.startswith(IMPLICIT_PREFIX) or r.startswith(PRIVATE_PREFIX))
@@ -64,18 +90,20 @@ def consolidate(st: State, opts: EfficientOptions) -> None:
     running = st.alive[:N] & (p.node_status == Status.RAY_RUNNING) & p.node_has_ray
     used = np.where(real[None, :], np.clip(p.node_total - st.free[:N], 0.0, None), 0.0)
     busy = (used > _EPS).any(axis=1)
-    gpus = p.node_total[:, g]
-    share = np.divide(used[:, g], gpus, out=np.ones(N), where=gpus > 0)
-    victim = (running & st.terminable & (gpus > 0) & busy
-              & (share <= opts.consolidate + _EPS) & ~_hosts_groups(p) & ~held_slot)
+    share, low = _low_use(p, used, opts)
+    victim = (running & st.terminable & busy & low & ~_hosts_groups(p) & ~held_slot
+              & ~opted_out(p, opts))
     cand = np.flatnonzero(victim)
-    if cand.size == 0:
+    gpu_node = p.node_total[:, g] > 0 if g >= 0 else np.zeros(N, bool)
+    room = min(opts.consolidate_per_tick, budget_left(p, st, opts))
+    if cand.size == 0 or room <= 0:
         return
+    deadline_ms = int(round(opts.drain_deadline_s * 1000))
     free = np.where(real[None, :], st.free[:N], 0.0).copy()
     taken = 0
     gone = np.zeros(N, bool)
-    for v in cand[np.lexsort((cand, share[cand]))].tolist():
-        if taken >= opts.consolidate_per_tick:
+    for v in cand[np.lexsort((cand, share[cand], ~gpu_node[cand]))].tolist():
+        if taken >= room:
             break
         if st.keeps_min(v):
             continue
@@ -87,5 +115,5 @@ def consolidate(st: State, opts: EfficientOptions) -> None:
             continue
         free[int(fits[0])] -= need
         gone[v] = True
-        st.terminate(v, Cause.CONSOLIDATE, 0)
+        st.terminate(v, Cause.CONSOLIDATE, deadline_ms)
         taken += 1

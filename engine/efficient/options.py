@@ -96,6 +96,15 @@ class EfficientOptions:
     consolidate_per_tick: int = 1
     tick_budget_s: Optional[float] = None
     clock: Optional[Callable[[], float]] = None
+    # ---- consolidation safety (issue 23) ----
+    drain_deadline_s: float = 600.0
+    consolidate_budget: int = 1
+    consolidate_budget_pct: float = 0.0
+    consolidate_opt_out_types: tuple = ()
+    consolidate_cpu: float = 0.0
+    consolidate_after_s: float = 0.0
+    consolidate_hold: frozenset = frozenset()
+    consolidate_windows: tuple = ()
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -111,6 +120,7 @@ class EfficientOptions:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"options.{name}: must be an integer >= {lo}, got {v!r}")
+        _check_consolidation_safety(self)
         if self.prices is not None:
             for k, x in dict(self.prices).items():
                 if x is None:
@@ -151,3 +161,57 @@ class EfficientOptions:
         if self.tick_budget_s is None:
             return self.lns_dtime
         return min(self.lns_dtime, LNS_SHARE * self.tick_budget_s)
+
+
+def _check_consolidation_safety(o: EfficientOptions) -> None:
+    """The consolidation safety options (a separate block: see the class docstring)."""
+    v = o.drain_deadline_s
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"options.drain_deadline_s: must be a finite number >= 0, got {v!r}")
+    v = o.consolidate_budget
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"options.consolidate_budget: must be an integer >= 1, got {v!r}")
+    v = o.consolidate_budget_pct
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+        raise ValueError(f"options.consolidate_budget_pct: must be a number in [0, 1], "
+                         f"got {v!r}")
+    v = o.consolidate_cpu
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
+        raise ValueError(f"options.consolidate_cpu: must be a number in [0, 1), got {v!r}")
+    v = o.consolidate_after_s
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"options.consolidate_after_s: must be a finite number >= 0, "
+                         f"got {v!r}")
+    if not isinstance(o.consolidate_hold, frozenset) or \
+            not all(isinstance(n, int) and n >= 0 for n in o.consolidate_hold):
+        raise ValueError(f"options.consolidate_hold: must be a frozenset of node indices, "
+                         f"got {o.consolidate_hold!r}")
+    for w in o.consolidate_windows if isinstance(o.consolidate_windows, tuple) else [None]:
+        if not (isinstance(w, tuple) and len(w) == 2 and all(_minute(x) is not None for x in w)):
+            raise ValueError(f"options.consolidate_windows: must be a tuple of (\"HH:MM\", "
+                             f"\"HH:MM\") pairs, got {o.consolidate_windows!r}")
+    types = o.consolidate_opt_out_types
+    if isinstance(types, str) or not all(isinstance(t, str) for t in types):
+        raise ValueError(f"options.consolidate_opt_out_types: must be a tuple of type "
+                         f"names, got {types!r}")
+
+
+def _minute(text) -> Optional[int]:
+    """Minutes after midnight of ``"HH:MM"``, None if it is not one."""
+    if not isinstance(text, str) or len(text) != 5 or text[2] != ":":
+        return None
+    h, m = text[:2], text[3:]
+    if not (h.isdigit() and m.isdigit()) or int(h) > 23 or int(m) > 59:
+        return None
+    return int(h) * 60 + int(m)
+
+
+def in_windows(windows: tuple, minute_of_day: int) -> bool:
+    """The minute of the day (UTC) falls in one of the daily windows (none: always)."""
+    if not windows:
+        return True
+    for a, b in windows:
+        lo, hi = _minute(a), _minute(b)
+        if (lo <= minute_of_day < hi) if lo <= hi else (minute_of_day >= lo or minute_of_day < hi):
+            return True
+    return False

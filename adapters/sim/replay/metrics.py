@@ -54,6 +54,8 @@ import numpy as np
 
 from vecsched.engine.model.dtypes import Cause, Status
 
+from .disruption import DisruptionMetrics, disruption_summary
+
 S = Status
 _RAY_UP = (S.RAY_RUNNING, S.RAY_STOP_REQUESTED, S.RAY_STOPPING)
 _NOT_ALLOCATED = (S.QUEUED, S.REQUESTED, S.TERMINATED, S.ALLOCATION_FAILED)
@@ -77,6 +79,9 @@ DEFINITIONS = (
     "CPU-h / GPU-h: what they had run",
     "cancelled before join (queued / booting): the scheduler's terminations of instances "
     "whose ray node never joined, counted under the cause CANCELLED_BEFORE_JOIN (not IDLE)",
+    "restarts = requeued; drained: consolidation drains ended (deadline hit: with work "
+    "still running); disrupted max: most nodes stopping at once for a non-idle cause; "
+    "relaunch: consolidations followed within 10 min by a launch of the same type",
 )
 CANCELLED = "CANCELLED_BEFORE_JOIN"     # the terminations_by_cause key of a cancelled launch
 
@@ -107,6 +112,7 @@ class Metrics:
         self.launch_ticks = 0                         # launch steps with QUEUED records
         self.held_ticks: Counter = Counter()          # knob -> ticks it held launches
         self.held_records: Counter = Counter()        # knob -> records held, summed
+        self.disruption = DisruptionMetrics()         # issue 23 (disruption.py)
 
     def applied(self, moves) -> None:
         for m in moves:
@@ -158,6 +164,7 @@ class Metrics:
         self.allocated.append(allocated)
         self.queued.append(queued)
         self.requested.append(requested)
+        self.disruption.tick(store)
 
     def series(self) -> dict:
         T = len(self.type_names)
@@ -278,4 +285,5 @@ def summarize(replay, end_s: float, wall_s: float) -> dict:
         "sim_end_s": end_s,
         "provider": dict(replay.provider.stats),
         "warm_start": dict(getattr(replay, "warm_info", {}) or {}),
+        **disruption_summary(replay),             # restarts, drains, disruption (issue 23)
     }

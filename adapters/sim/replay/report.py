@@ -43,6 +43,10 @@ def _held(m) -> str:
             f"of {L['launch_ticks']}")
 
 
+def _drains(m) -> str:
+    return f"{m.get('drained', 0)} ({m.get('drain_deadline_hit', 0)})"
+
+
 def summary_table(results):
     from rich.table import Table
 
@@ -56,6 +60,10 @@ def summary_table(results):
         ("requeued (node lost) / lost CPU-h / GPU-h",
          lambda m: f"{m['requeued']} / {m.get('lost_cpu_hours', 0.0):.1f} / "
                    f"{m.get('lost_gpu_hours', 0.0):.1f}"),
+        ("consolidation drains ended (deadline hit)", _drains),
+        ("disrupted max at once / relaunch after consolidation",
+         lambda m: f"{m.get('disrupted_max_concurrent', 0)} / "
+                   f"{m.get('relaunch_after_consolidation', 0)}"),
         ("pending time p50 / p95 / p99 (s)",
          lambda m: f"{m['pending_p50_s']:.0f} / {m['pending_p95_s']:.0f} / "
                    f"{m['pending_p99_s']:.0f}"),

@@ -49,8 +49,9 @@ from vecsched.engine.model.dtypes import Kind, Status
 from vecsched.engine.model.requests import GangSpec
 
 from vecsched.adapters.sim.lifecycle import (IllegalTransition, InstanceStore, InvalidMove, Move, ReconcileConfig,
-                         SimClock, SimNodeType, SimProvider, sequential_ids)
+                         SimClock, SimNodeType, sequential_ids)
 from .cluster import Cluster
+from .draining import Drains, DrainingProvider, drain_deadline_s
 from .placement_groups import GangOverlay
 from .metrics import Metrics, summarize
 from .registry import make
@@ -60,6 +61,11 @@ from .warm_start import warm_start
 
 NS = 1_000_000_000
 _RAY_ALIVE = (Status.RAY_RUNNING, Status.RAY_STOP_REQUESTED, Status.RAY_STOPPING)
+# The records a tick's request holds: those that can still reach RAY_RUNNING, and
+# the draining ones (RAY_STOPPING), which Ray's reconciler sends too (every record);
+# schedulers leave the latter out of their nodes (the engine names them in
+# ``Problem.skipped``, where consolidation's disruption budget counts them).
+_IN_REQUEST = tuple(Status.SCHEDULABLE) + (Status.RAY_STOPPING,)
 
 
 # The default replay (`vecsched replay`): the last 2,000 pods of openb (its busiest
@@ -158,10 +164,12 @@ class Replay:
                           latency_jitter=config.latency_jitter,
                           launch_failure_rate=config.launch_failure_rate,
                           preemption_rate_per_h=config.preemption_rate_per_h)
-        self.provider = SimProvider(self.store, {}, seed=config.seed, default=sim)
+        self.provider = DrainingProvider(self.store, {}, seed=config.seed, default=sim,
+                                         deadline_s=drain_deadline_s(scheduler))
         self.cluster = Cluster(trace.columns, trace.shapes, trace.arrival_s, trace.duration_s,
                                trace.unit_shape, trace.gangs,
                                avoid_gpu_nodes=config.avoid_gpu_nodes)
+        self.drains = Drains(self.provider, self.cluster)     # consolidation drains
         self._gang_specs: dict[int, GangSpec] = {}
         self.metrics = Metrics([t.name for t in self.types])
         self._synced_version = -1
@@ -209,7 +217,7 @@ class Replay:
         nodes, ids = [], []
         c = self.cluster
         for rec in self.store:
-            if rec.status not in Status.SCHEDULABLE:
+            if rec.status not in _IN_REQUEST:
                 continue
             ns = NodeSpec(rec.instance_type, status=rec.status, kind=rec.node_kind)
             slot = c.slot_of.get(rec.instance_id)
@@ -244,7 +252,7 @@ class Replay:
     # ---- one tick ----------------------------------------------------------------------
     def tick(self, k: int) -> None:
         now = k * self.cfg.tick_s
-        self.cluster.play_until(now)
+        self.drains.play_until(now)             # Cluster.play_until, ending drains on the way
         self.clock.ns = int(round(now * NS))
         self.provider.step(self.clock.ns)
         self._sync(now)
@@ -278,6 +286,7 @@ class Replay:
             self.metrics.rejected(now, str(e))
         else:
             self.metrics.applied(moves.plan)
+            self.metrics.disruption.applied(now, moves.plan, self.store)
             self.metrics.launch_step(moves.launch_step)
         self._sync(now)
         if self.record:

@@ -26,6 +26,12 @@ from vecsched.engine.model.requests import collect_names
 from vecsched.engine.model.vocab import Vocab
 
 
+# The node label that opts a node out of consolidation (``engine/efficient/
+# disruption.py``): kept as a label column when a node carries it, though no request
+# reads it.
+DO_NOT_DISRUPT = "vecsched.io/do-not-disrupt"
+
+
 @dataclass
 class TickColumns:
     vocab: Vocab           # resource name -> column
@@ -51,6 +57,8 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
         for k in ts.labels:
             lvocab.add(k)
     collect_names(specs, vocab, lvocab)
+    if len(maps) > 2 and DO_NOT_DISRUPT in maps[2].names:
+        lvocab.add(DO_NOT_DISRUPT)      # read by the efficient mode's consolidation
     # Names in several nodes' totals that are not bundle resources get a column
     # (object_store_memory, accelerator markers): one count finds them, so only
     # the rare rest goes through new_names entry by entry.

@@ -90,11 +90,11 @@ def test_least_used_first_per_tick_limit_and_room_reserved():
     nodes = [_node(6.0, i=0), _node(7.0, i=1), _node(7.0, i=2), _node(2.0, cpu_free=32.0, i=3)]
     # node 3 (6 GPUs in use) is no victim at 0.5; it holds 32 CPUs: room for two victims
     assert _plan(nodes, consolidate=0.5).terminations() == [(1, "CONSOLIDATE")]
-    assert _plan(nodes, consolidate=0.5, consolidate_per_tick=3).terminations() \
+    assert _plan(nodes, consolidate=0.5, consolidate_per_tick=3, consolidate_budget=3).terminations() \
         == [(1, "CONSOLIDATE"), (2, "CONSOLIDATE")]
     # same input, same output
-    a = _plan(nodes, consolidate=0.5, consolidate_per_tick=3)
-    b = _plan(nodes, consolidate=0.5, consolidate_per_tick=3)
+    a = _plan(nodes, consolidate=0.5, consolidate_per_tick=3, consolidate_budget=3)
+    b = _plan(nodes, consolidate=0.5, consolidate_per_tick=3, consolidate_budget=3)
     assert a.terminations() == b.terminations()
 
 
@@ -145,15 +145,21 @@ def test_reaches_ray_as_outdated_and_reads_back():
 
 def test_short_openb_replay_trades_restarts_for_gpu_hours():
     """The last 400 openb pods, arrivals x200, 300 s tail, seed 0: efficient-proxy
-    with and without consolidation. Asserted: consolidation restarts some work
-    (requeued > 0, lost GPU-hours > 0, its terminations counted as CONSOLIDATE),
-    places every unit, and uses fewer GPU-hours even with the lost work."""
+    with and without consolidation that stops a node at once (drain deadline 0, no
+    budget to speak of, no stability window: the trade at its plainest; the drains
+    are tested in tests/sim/replay/test_replay_consolidation.py). Asserted:
+    consolidation restarts some work (requeued > 0, lost GPU-hours > 0, its
+    terminations counted as CONSOLIDATE), places every unit, and uses fewer
+    GPU-hours even with the lost work."""
     pytest.importorskip("ray.autoscaler.v2.scheduler", reason="the replay's schedulers need ray")
     from vecsched.adapters.sim.replay import Replay, ReplayConfig, Window, load, make
+    from vecsched.adapters.sim.replay.efficient import EfficientSched
     trace = load(None, None, Window(start=None, pods=400, arrival_scale=200.0))
-    m = {name: Replay(trace, make(name), ReplayConfig(tail_s=300)).run().metrics
-         for name in ("efficient-proxy", "efficient-consolidate")}
-    plain, cons = m["efficient-proxy"], m["efficient-consolidate"]
+    at_once = EfficientSched(options=EfficientOptions(
+        consolidate=0.25, drain_deadline_s=0.0, consolidate_budget=1000), name="at-once")
+    m = {s.name: Replay(trace, s, ReplayConfig(tail_s=300)).run().metrics
+         for s in (make("efficient-proxy"), at_once)}
+    plain, cons = m["efficient-proxy"], m["at-once"]
     assert plain["requeued"] == 0 and plain["lost_gpu_hours"] == 0.0
     assert cons["never_placed"] == 0
     assert cons["requeued"] > 0 and cons["lost_gpu_hours"] > 0.0

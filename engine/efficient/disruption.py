@@ -1,0 +1,81 @@
+"""Who consolidation may disrupt, and how many at once: the opt-outs and the budget.
+
+- **Opt-outs.** A node carrying the label ``vecsched.io/do-not-disrupt`` (any value;
+  ``DO_NOT_DISRUPT``, which the model keeps as a label column whenever a node carries
+  it) or of a worker type named in ``consolidate_opt_out_types`` is never a
+  consolidation victim.
+- **Budget.** At most ``consolidate_budget`` nodes disrupted at once, and with
+  ``consolidate_budget_pct`` > 0 at most that share of the running ray nodes (rounded
+  down, at least 1): the smaller wins. Nodes the tick sees as being drained
+  (RAY_STOP_REQUESTED) count against it, whatever asked for the drain, as do the
+  busy-or-not nodes this tick already terminates, other than for idleness, while ray
+  runs on them (an outdated node is a disruption too).
+
+A node whose drain Ray has accepted is RAY_STOPPING: Ray's scheduling request holds it
+(every instance-manager record) but the model leaves it out of the nodes, naming it
+in ``Problem.skipped``; the budget counts it from there. The causes of drains are not
+in the request, so every drain counts, idle ones included (short: an idle node stops
+at once), which errs on the safe side.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vecsched.engine.model.dtypes import Cause, Status
+
+from vecsched.engine.model.build.columns import DO_NOT_DISRUPT
+
+from .options import EfficientOptions
+
+
+def opted_out(p, opts: EfficientOptions) -> np.ndarray:
+    """(N,) bool: nodes consolidation must leave alone (label or worker type)."""
+    out = np.zeros(p.N, bool)
+    key = DO_NOT_DISRUPT
+    if key in p.label_keys:
+        out |= p.node_label[:, p.label_keys.index(key)] >= 0
+    if opts.consolidate_opt_out_types:
+        names = set(opts.consolidate_opt_out_types)
+        bad = np.asarray([n in names for n in p.type_names], bool)
+        out |= bad[p.node_type]
+    held = [n for n in opts.consolidate_hold if n < p.N]
+    out[held] = True                     # inside their stability window (stability.py)
+    return out
+
+
+def budget(p, opts: EfficientOptions) -> int:
+    """Nodes that may be disrupted at once: the count, capped by the share when set."""
+    n = opts.consolidate_budget
+    if opts.consolidate_budget_pct > 0:
+        running = int((p.node_status == Status.RAY_RUNNING).sum())
+        n = min(n, max(1, math.floor(opts.consolidate_budget_pct * running)))
+    return n
+
+
+# How the model's builder names an instance it left out because it is draining: a
+# RAY_STOPPING instance is in Ray's scheduling request (every instance-manager record)
+# but cannot become a scheduling node (``engine/model/build/screen.py``).
+_STOPPING_SKIPPED = f"status {Status.NAMES[Status.RAY_STOPPING]} "
+
+
+def draining(p) -> int:
+    """Nodes being drained or stopped: RAY_STOP_REQUESTED nodes, and the RAY_STOPPING
+    instances of the request (``Problem.skipped``), whatever the cause."""
+    stopping = sum(1 for _, why in p.skipped if why.startswith(_STOPPING_SKIPPED))
+    return int((p.node_status == Status.RAY_STOP_REQUESTED).sum()) + stopping
+
+
+def disrupted_now(p, st) -> int:
+    """Nodes disrupted already: draining (``draining``) or terminated by this tick, for
+    a cause other than idleness, while ray runs on them."""
+    draining_ = draining(p)
+    mine = sum(1 for n, cause, _ in st.terms
+               if n < p.N and cause != Cause.IDLE and p.node_status[n] == Status.RAY_RUNNING)
+    return draining_ + mine
+
+
+def budget_left(p, st, opts: EfficientOptions) -> int:
+    """How many more nodes consolidation may disrupt this tick."""
+    return max(0, budget(p, opts) - disrupted_now(p, st))
