@@ -143,15 +143,65 @@ def run_demo(out: str | Path, dc: DemoConfig = DemoConfig(), log=print) -> dict:
     return summary
 
 
+@dataclass
+class _Demo:
+    """What every step of the kill-pause run shares: the Redis server, the settings,
+    the children's authkey and log folder, the list every started child joins, the
+    log function, the Kubernetes API settings (kube backend) and, once the world is
+    up, its address."""
+    server: object
+    dc: DemoConfig
+    authkey: bytes
+    logs: Path
+    children: list
+    log: object
+    kube: dict | None
+    addr: tuple = ()
+
+    def replica(self, name: str) -> Child:
+        """Start a replica process named `name` against this run's Redis and world."""
+        return start_replica(name, self.dc, self.server, self.addr, self.authkey,
+                             self.logs, self.children, self.kube)
+
+
 def _orchestrate(server, dc: DemoConfig, authkey: bytes, logs: Path, children: list,
                  log, kube: dict | None = None) -> dict:
-    w = dc.wait_s
-    world = Child("world", "vecsched.adapters.sim.ha.world_server", json.dumps(asdict(dc.sim)), authkey, logs)
-    children.append(world)
-    # The world prints its address first: a line with "address" and no "ev".
-    addr = world_address(world, w)
-    a = start_replica("A", dc, server, addr, authkey, logs, children, kube)
-    b = start_replica("B", dc, server, addr, authkey, logs, children, kube)
+    """Run steps 3-6 of the module docstring; the raw result `run_report` summarizes."""
+    d = _Demo(server, dc, authkey, logs, children, log, kube)
+    world = _start_world(d)
+    first, other, together = _start_together(d)
+    restarted, killed = _kill_leader(d, first, other)
+    paused, fenced = _pause_leader(d, other, restarted)
+    end = _finish(d, world, (other, restarted))
+    return {
+        "scenario": "kill-pause",
+        "world": end["world"], "audit": end["audit"], "records": end["records"],
+        "started_together": together,
+        "faults": [killed, paused],
+        "fenced_event": fenced,
+        "leader_events": {c.name: c.seen("leader") for c in children if c is not world},
+        "replica_events": {c.name: [e for e in c.events if e.get("ev") in EVENTS]
+                           for c in children if c is not world},
+        "replica_stats": end["stats"],
+    }
+
+
+def _start_world(d: _Demo) -> Child:
+    """The world process; its address (the first line it prints, with "address" and
+    no "ev") is kept in `d.addr`."""
+    world = Child("world", "vecsched.adapters.sim.ha.world_server",
+                  json.dumps(asdict(d.dc.sim)), d.authkey, d.logs)
+    d.children.append(world)
+    d.addr = world_address(world, d.dc.wait_s)
+    return world
+
+
+def _start_together(d: _Demo) -> tuple[Child, Child, dict]:
+    """Replicas A and B started together; the first leader is armed to hold at its
+    first launching write and both are told to start: (first, other, what was seen)."""
+    dc, w = d.dc, d.dc.wait_s
+    a = d.replica("A")
+    b = d.replica("B")
     a.wait_for("ready", w)
     b.wait_for("ready", w)
     # Both keepers race for the lease from `ready` on: exactly one may win the first
@@ -162,20 +212,25 @@ def _orchestrate(server, dc: DemoConfig, authkey: bytes, logs: Path, children: l
     first = max((a, b), key=lambda c: max([e["epoch"] for e in c.seen("leader")] or [0]))
     other = b if first is a else a
     both_led = bool(other.seen("leader"))
-    log(f"replicas A and B started together: {first.name} took the lease (epoch 1 "
-        f"granted to {', '.join(leaders)}), {other.name} "
-        f"{'ALSO LED' if both_led else 'stayed passive'}")
+    d.log(f"replicas A and B started together: {first.name} took the lease (epoch 1 "
+          f"granted to {', '.join(leaders)}), {other.name} "
+          f"{'ALSO LED' if both_led else 'stayed passive'}")
     first.send(f"hold postwrite {dc.kill_from_tick} launch")
     a.send("start")
     b.send("start")
+    return first, other, {"replicas": ["A", "B"], "leaders": leaders, "both_led": both_led}
 
-    # Fault 1: SIGKILL the leader between its record write and its cloud calls.
+
+def _kill_leader(d: _Demo, first: Child, other: Child) -> tuple[Child, dict]:
+    """Fault 1: SIGKILL the leader between its record write and its cloud calls, then
+    restart it as a passive replica once `other` has taken over: (restarted, fault)."""
+    w = d.dc.wait_s
     held = first.wait_for("hold", w)
     t_kill = first.signal(signal.SIGKILL)
     first.finish()
-    log(f"SIGKILL {first.name} at tick {held['tick']}, mid-scale-up: it had just recorded "
-        f"{held['requested']} new launch requests ({held['in_flight']} in flight, "
-        f"{held['queued']} queued) and not yet called the cloud")
+    d.log(f"SIGKILL {first.name} at tick {held['tick']}, mid-scale-up: it had just recorded "
+          f"{held['requested']} new launch requests ({held['in_flight']} in flight, "
+          f"{held['queued']} queued) and not yet called the cloud")
     # The next leader is held after its first tick's write while the killed replica
     # restarts (so the run does not race ahead of the restart: the ticks stay fixed).
     # The killed replica restarts once the other one has taken over (a restart racing
@@ -183,67 +238,66 @@ def _orchestrate(server, dc: DemoConfig, authkey: bytes, logs: Path, children: l
     other.send("hold postwrite 0")
     took = other.wait_for("leader", w)
     acting = other.wait_for("acting", w)
-    restarted = start_replica(first.name + "2", dc, server, addr, authkey, logs,
-                              children, kube)
-    log(f"{other.name} took over (epoch {acting['epoch']}); {first.name} restarts as "
-        f"{restarted.name}, passive")
+    restarted = d.replica(first.name + "2")
+    d.log(f"{other.name} took over (epoch {acting['epoch']}); {first.name} restarts as "
+          f"{restarted.name}, passive")
     other.wait_for("hold", w)
     restarted.wait_for("ready", w)
     restarted.send("hold prewrite 0")           # its first write as a leader
     restarted.send("start")
+    return restarted, {
+        "kind": "SIGKILL", "replica": first.name, "at": t_kill, "tick": held["tick"],
+        "point": "postwrite", "requested": held["requested"],
+        "in_flight": held["in_flight"], "next": other.name,
+        "next_acquired_at": took["t"], "hold_s": 0.0}
 
-    # Fault 2: SIGSTOP the new leader between its lease check and its write (its next
-    # tick, now that the restarted replica stands by).
+
+def _pause_leader(d: _Demo, other: Child, restarted: Child) -> tuple[dict, dict]:
+    """Fault 2: SIGSTOP the new leader between its lease check and its write (its
+    next tick, now that the restarted replica stands by), resume it once the restarted
+    replica has taken the lease and is about to write: (fault, its `fenced` event)."""
+    w, ttl_s = d.dc.wait_s, d.dc.ttl_s
     other.send("hold prewrite 0")
     other.send("go")
     held2 = other.wait_for("hold", w)
     t_stop = other.signal(signal.SIGSTOP)
     other.wait_stopped()
     other.send("go")                            # read when it runs again
-    log(f"SIGSTOP {other.name} at tick {held2['tick']}, lease checked, write not sent")
-    took2 = restarted.wait_for("leader", w + 5 * dc.ttl_s)
+    d.log(f"SIGSTOP {other.name} at tick {held2['tick']}, lease checked, write not sent")
+    took2 = restarted.wait_for("leader", w + 5 * ttl_s)
     held3 = restarted.wait_for("hold", w)
     t_cont = other.signal(signal.SIGCONT)
     fenced = other.wait_for("fenced", w)
-    log(f"SIGCONT {other.name} {t_cont - t_stop:.2f} s later: its write (epoch "
-        f"{fenced['epoch']}) rejected, {fenced['reason']} (fence {fenced['fence']})")
+    d.log(f"SIGCONT {other.name} {t_cont - t_stop:.2f} s later: its write (epoch "
+          f"{fenced['epoch']}) rejected, {fenced['reason']} (fence {fenced['fence']})")
     t_go = time.monotonic()
     restarted.send("go")
+    return {
+        "kind": "SIGSTOP", "replica": other.name, "at": t_stop, "tick": held2["tick"],
+        "point": "prewrite", "resumed_after_s": t_cont - t_stop,
+        "next": restarted.name, "next_acquired_at": took2["t"],
+        "hold_s": t_go - held3["t"]}, fenced
 
+
+def _finish(d: _Demo, world: Child, replicas: tuple[Child, Child]) -> dict:
+    """Wait for the last tick, stop the replicas and the world, and collect the
+    replicas' stats, the world's record, the store's audit and the final records."""
+    dc, w = d.dc, d.dc.wait_s
+    restarted = replicas[-1]
     restarted.wait_for("end", w + dc.sim.ticks * dc.tick_real_s * 3)
-    log(f"tick {dc.sim.ticks} reached")
-    for c in (other, restarted):
+    d.log(f"tick {dc.sim.ticks} reached")
+    for c in replicas:
         c.send("stop")
     stats = {}
-    for c in (other, restarted):
+    for c in replicas:
         s = c.wait_for("stats", w)
         stats[c.name] = {"lease": s["lease"], "counts": s["counts"], "step": s["step"]}
         c.finish()
-    client = connect(server.host, server.port, timeout_s=5.0)
+    client = connect(d.server.host, d.server.port, timeout_s=5.0)
     storage = FencedStorage(client, Keys("ha-demo"))
-    wc = WorldClient(addr, authkey)
+    wc = WorldClient(d.addr, d.authkey)
     record = wc.call("record")
     wc.conn.send(("shutdown", ()))
     world.finish()
-    return {
-        "scenario": "kill-pause",
-        "world": record, "audit": storage.audit(),
-        "records": final_records(FencedInstanceTable(storage)),
-        "started_together": {"replicas": ["A", "B"], "leaders": leaders,
-                             "both_led": both_led},
-        "faults": [
-            {"kind": "SIGKILL", "replica": first.name, "at": t_kill, "tick": held["tick"],
-             "point": "postwrite", "requested": held["requested"],
-             "in_flight": held["in_flight"], "next": other.name,
-             "next_acquired_at": took["t"], "hold_s": 0.0},
-            {"kind": "SIGSTOP", "replica": other.name, "at": t_stop, "tick": held2["tick"],
-             "point": "prewrite", "resumed_after_s": t_cont - t_stop,
-             "next": restarted.name, "next_acquired_at": took2["t"],
-             "hold_s": t_go - held3["t"]},
-        ],
-        "fenced_event": fenced,
-        "leader_events": {c.name: c.seen("leader") for c in children if c is not world},
-        "replica_events": {c.name: [e for e in c.events if e.get("ev") in EVENTS]
-                           for c in children if c is not world},
-        "replica_stats": stats,
-    }
+    return {"world": record, "audit": storage.audit(),
+            "records": final_records(FencedInstanceTable(storage)), "stats": stats}
