@@ -35,7 +35,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from vecsched.adapters.leader import (BackendError, FencedOut, FencedStorage, Keys, Lease,
@@ -108,6 +108,165 @@ def emit(ev: str, **info) -> None:
 
 
 def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
+    """Run the replica until `stop` (or its parent is gone): report `ready`, wait for
+    `start` while reporting who leads, then tick while leading and read while passive;
+    release the lease and report `stats`. Returns the exit code (0)."""
+    loop = _build(cfg, control, authkey)
+    keeper = LeaseKeeper(loop.lease, cfg.poll_s).start()
+    metrics_port = None
+    if cfg.metrics_port is not None:      # without prometheus_client: (None, None)
+        _, metrics_port = serve_lease_metrics(loop.lease, cfg.metrics_port, "127.0.0.1")
+    emit("ready", holder=loop.holder, metrics_port=metrics_port, backend=cfg.backend)
+    loop.await_start()
+    loop.next_tick = time.monotonic()
+    while not control.stopped:
+        loop.turn()
+    keeper.stop(release=True)
+    loop.report_stats()
+    return 0
+
+
+@dataclass
+class _Loop:
+    """A running replica's parts and what its loop keeps from one turn to the next:
+    the epoch it last reported leading in (0: passive), when it first acted in that
+    epoch, when it last read while passive, when its next tick is due, the time spent
+    in holds (kept out of step times) and the step times."""
+    cfg: ReplicaConfig
+    control: _Control
+    holder: str
+    lease: Lease
+    watch: RunIdWatch
+    world: WorldClient
+    auto: Optional[Autoscaler] = None
+    was_leader: int = 0
+    first_write: Optional[float] = None
+    last_read: float = 0.0
+    next_tick: float = 0.0
+    held_s: float = 0.0
+    step_ms: list = field(default_factory=list)
+
+    def hook(self, point: str, tick: int, **info) -> None:
+        """The autoscaler's hold point: wait for `go` here if the armed hold matches."""
+        control = self.control
+        with control.lock:
+            h = control.hold
+            if h is None or h[0] != point or tick < h[1] or (h[2] and not info["requested"]):
+                return
+            control.hold = None
+            seen = control.go
+            emit("hold", point=point, tick=tick, epoch=self.lease.epoch, **info)
+            t0 = time.perf_counter()
+            control.lock.wait_for(lambda: control.go > seen or control.stopped)
+            self.held_s += time.perf_counter() - t0
+
+    def await_start(self) -> None:
+        """Before `start`: only report who leads."""
+        control, lease = self.control, self.lease
+        while True:
+            with control.lock:
+                if control.lock.wait_for(lambda: control.started or control.stopped,
+                                         timeout=self.cfg.poll_s):
+                    break
+            if lease.leading() and lease.epoch != self.was_leader:
+                self.was_leader = lease.epoch
+                emit("leader", epoch=self.was_leader)
+
+    def turn(self) -> None:
+        """One pass of the main loop: a passive read, a wait for the next tick, a
+        step down after a Redis restart, or a tick."""
+        cfg, lease = self.cfg, self.lease
+        if not lease.leading():
+            self.passive_turn()
+            return
+        epoch = lease.epoch
+        if epoch != self.was_leader:
+            self.was_leader, self.first_write = epoch, None
+            # backend_resets: grants made while Redis had lost its epoch record
+            emit("leader", epoch=epoch, backend_resets=lease.stats.backend_resets)
+        now = time.monotonic()
+        if now < self.next_tick:
+            time.sleep(min(self.next_tick - now, cfg.poll_s))
+            return
+        self.next_tick = now + cfg.tick_real_s
+        if _redis_restarted(self.watch):      # what this leader read or holds may be gone
+            self.auto.drop()
+            lease.lose("redis-restart")
+            emit("redis-restart", run_id=self.watch.current, restarts=self.watch.restarts,
+                 max_epoch_seen=lease.max_epoch_seen)
+            return
+        self.tick(epoch)
+
+    def passive_turn(self) -> None:
+        """Not leading: report stepping down once, read the cloud's fence and the
+        records every `passive_read_s`, and sleep one poll."""
+        cfg, lease = self.cfg, self.lease
+        if self.was_leader:
+            emit("passive", epoch=self.was_leader, stats=lease.snapshot())
+            self.was_leader = 0
+        if time.monotonic() - self.last_read >= cfg.passive_read_s:
+            self.last_read = time.monotonic()
+            try:
+                lease.observe(self.world.call("fence_now"))
+                self.auto.passive_read()
+            except (StorageUnavailable, CorruptState, WorldUnavailable):
+                pass
+        time.sleep(cfg.poll_s)
+
+    def tick(self, epoch: int) -> None:
+        """One autoscaler step as the leader of `epoch`, and the events it calls for."""
+        auto = self.auto
+        recorded, rebuilds = auto.counts["recorded"], auto.counts["rebuilds"]
+        t_step, held0 = time.perf_counter(), self.held_s
+        try:
+            result = auto.step()
+            self.step_ms.append((time.perf_counter() - t_step - (self.held_s - held0)) * 1000)
+        except NotLeader:
+            auto.drop()
+            return
+        except FencedOut as e:
+            auto.drop()
+            self.lease.observe(e.fence)
+            self.lease.lose("fenced")
+            emit("fenced", epoch=e.epoch, fence=e.fence, reason=e.reason,
+                 version_matched=e.version_matched, cloud=e.version < 0)
+            return
+        except (StorageUnavailable, WorldUnavailable, VersionConflict, WorldMismatch,
+                CorruptState) as e:
+            auto.drop()
+            emit("error", kind=type(e).__name__, message=str(e))
+            return
+        self.after_step(epoch, result, recorded, rebuilds)
+
+    def after_step(self, epoch: int, result: str, recorded: int, rebuilds: int) -> None:
+        """Report a rebuild, the first action of this epoch, and the end of the run
+        (then wait up to one tick for `stop`)."""
+        auto, control = self.auto, self.control
+        if auto.counts["rebuilds"] > rebuilds:
+            emit("rebuilt", epoch=epoch, **auto.rebuilds[-1])
+        if self.first_write is None and (auto.counts["recorded"] > recorded
+                                         or result == "ticked"):
+            self.first_write = time.monotonic()
+            emit("acting", epoch=epoch, tick=auto.loaded.meta.get("tick_done"))
+        if result == "end":
+            emit("end", epoch=epoch)
+            with control.lock:
+                control.lock.wait_for(lambda: control.stopped, timeout=self.cfg.tick_real_s)
+
+    def report_stats(self) -> None:
+        """Report the lease's counters, the autoscaler's counts and the step times;
+        close the world connection."""
+        step_ms = sorted(self.step_ms)
+        timing = {"steps": len(step_ms),
+                  "p50_ms": step_ms[len(step_ms) // 2] if step_ms else None,
+                  "max_ms": step_ms[-1] if step_ms else None}
+        emit("stats", lease=self.lease.snapshot(), counts=self.auto.counts, step=timing)
+        self.world.close()
+
+
+def _build(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> _Loop:
+    """Connect to Redis and the world, build the lease where `cfg.backend` says, the
+    fenced instance table and the autoscaler (warming the engine up first)."""
     holder = holder_id(cfg.name)
     client = connect(*cfg.redis, timeout_s=min(0.25, cfg.ttl_s / 4))
     keys = Keys(cfg.cluster)
@@ -123,105 +282,10 @@ def run(cfg: ReplicaConfig, control: _Control, authkey: bytes) -> int:
     if cfg.scheduler == "engine":
         from vecsched.engine import warmup
         warmup()
-
-    held_s = [0.0]                       # time spent in holds (kept out of step times)
-
-    def hook(point: str, tick: int, **info) -> None:
-        with control.lock:
-            h = control.hold
-            if h is None or h[0] != point or tick < h[1] or (h[2] and not info["requested"]):
-                return
-            control.hold = None
-            seen = control.go
-            emit("hold", point=point, tick=tick, epoch=lease.epoch, **info)
-            t0 = time.perf_counter()
-            control.lock.wait_for(lambda: control.go > seen or control.stopped)
-            held_s[0] += time.perf_counter() - t0
-    auto = Autoscaler(cfg.name, lease, table, world, sched, hook,
-                      claim_store=site.claim_store)
-    keeper = LeaseKeeper(lease, cfg.poll_s).start()
-    metrics_port = None
-    if cfg.metrics_port is not None:      # without prometheus_client: (None, None)
-        _, metrics_port = serve_lease_metrics(lease, cfg.metrics_port, "127.0.0.1")
-    emit("ready", holder=holder, metrics_port=metrics_port, backend=cfg.backend)
-    was_leader, first_write, last_read = 0, None, 0.0
-    step_ms: list[float] = []
-    while True:                          # before `start`: only report who leads
-        with control.lock:
-            if control.lock.wait_for(lambda: control.started or control.stopped,
-                                     timeout=cfg.poll_s):
-                break
-        if lease.leading() and lease.epoch != was_leader:
-            was_leader = lease.epoch
-            emit("leader", epoch=was_leader)
-    next_tick = time.monotonic()
-    while not control.stopped:
-        if not lease.leading():
-            if was_leader:
-                emit("passive", epoch=was_leader, stats=lease.snapshot())
-                was_leader = 0
-            if time.monotonic() - last_read >= cfg.passive_read_s:
-                last_read = time.monotonic()
-                try:
-                    lease.observe(world.call("fence_now"))
-                    auto.passive_read()
-                except (StorageUnavailable, CorruptState, WorldUnavailable):
-                    pass
-            time.sleep(cfg.poll_s)
-            continue
-        epoch = lease.epoch
-        if epoch != was_leader:
-            was_leader, first_write = epoch, None
-            # backend_resets: grants made while Redis had lost its epoch record
-            emit("leader", epoch=epoch, backend_resets=lease.stats.backend_resets)
-        now = time.monotonic()
-        if now < next_tick:
-            time.sleep(min(next_tick - now, cfg.poll_s))
-            continue
-        next_tick = now + cfg.tick_real_s
-        if _redis_restarted(watch):      # what this leader read or holds may be gone
-            auto.drop()
-            lease.lose("redis-restart")
-            emit("redis-restart", run_id=watch.current, restarts=watch.restarts,
-                 max_epoch_seen=lease.max_epoch_seen)
-            continue
-        recorded, rebuilds = auto.counts["recorded"], auto.counts["rebuilds"]
-        t_step, held0 = time.perf_counter(), held_s[0]
-        try:
-            result = auto.step()
-            step_ms.append((time.perf_counter() - t_step - (held_s[0] - held0)) * 1000)
-        except NotLeader:
-            auto.drop()
-            continue
-        except FencedOut as e:
-            auto.drop()
-            lease.observe(e.fence)
-            lease.lose("fenced")
-            emit("fenced", epoch=e.epoch, fence=e.fence, reason=e.reason,
-                 version_matched=e.version_matched, cloud=e.version < 0)
-            continue
-        except (StorageUnavailable, WorldUnavailable, VersionConflict, WorldMismatch,
-                CorruptState) as e:
-            auto.drop()
-            emit("error", kind=type(e).__name__, message=str(e))
-            continue
-        if auto.counts["rebuilds"] > rebuilds:
-            emit("rebuilt", epoch=epoch, **auto.rebuilds[-1])
-        if first_write is None and (auto.counts["recorded"] > recorded or result == "ticked"):
-            first_write = time.monotonic()
-            emit("acting", epoch=epoch, tick=auto.loaded.meta.get("tick_done"))
-        if result == "end":
-            emit("end", epoch=epoch)
-            with control.lock:
-                control.lock.wait_for(lambda: control.stopped, timeout=cfg.tick_real_s)
-    keeper.stop(release=True)
-    step_ms.sort()
-    timing = {"steps": len(step_ms),
-              "p50_ms": step_ms[len(step_ms) // 2] if step_ms else None,
-              "max_ms": step_ms[-1] if step_ms else None}
-    emit("stats", lease=lease.snapshot(), counts=auto.counts, step=timing)
-    world.close()
-    return 0
+    loop = _Loop(cfg, control, holder, lease, watch, world)
+    loop.auto = Autoscaler(cfg.name, lease, table, world, sched, loop.hook,
+                           claim_store=site.claim_store)
+    return loop
 
 
 def _redis_restarted(watch: RunIdWatch) -> bool:
