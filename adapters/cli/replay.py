@@ -328,12 +328,11 @@ def check_replay_args(args, known: list) -> tuple[list, bool]:
 
 
 def run_replay(args) -> int:
-    from vecsched.engine.model.problem import ProblemError
-
-    from vecsched.adapters.traces import TraceError
-    from vecsched.adapters.sim.replay.placement_groups import GangOverlay
+    """Run ``vecsched replay``: load the trace, replay it under each scheduler asked for,
+    print the report, write the plots and ``summary.json``; exit code 1 when
+    ``--check-ray`` found a differing tick."""
     from vecsched.adapters.sim.replay.registry import SCHEDULERS, make
-    from vecsched.adapters.sim.replay.simulation import DEFAULT_WINDOW, Replay, ReplayConfig, Window, load
+    from vecsched.adapters.sim.replay.simulation import Replay
 
     t_start = time.perf_counter()
     names, check = check_replay_args(args, list(SCHEDULERS))
@@ -342,6 +341,37 @@ def run_replay(args) -> int:
         console.print("[yellow]ray is not installed: replaying the baseline only (the "
                       "engine runs through Ray's protobuf interface; pip install "
                       "'vecsched[ray]')[/yellow]")
+    config, trace = _load_replay(args)
+    _print_trace(console, args, trace)
+    compile_s = warm_with_spinner(console)["seconds"]
+    from vecsched.adapters.sim.replay.cross_check import for_command
+    checker = for_command(args.cross_check, make)
+    results = _run_all(console, names, check, trace, config,
+                       checker.make if checker else make, Replay, args.progress_every)
+    _print_results(console, results, checker)
+    from vecsched.adapters.sim.replay.plots import write_plots
+    paths = write_plots(results, args.out)
+    wall = time.perf_counter() - t_start
+    doc = summary(trace, config, results, compile_s=compile_s, wall_s=wall,
+                  extra={"cross_check": checker.summary()} if checker else None)
+    (paths[0].parent / "summary.json").write_text(json.dumps(doc, indent=2, default=float))
+    console.print("plots: " + ", ".join(str(p) for p in paths) + f"; metrics: "
+                  f"{paths[0].parent / 'summary.json'}")
+    code = _print_verdicts(console, results)
+    per = ", ".join(f"{r.scheduler} {r.metrics['wall_s']:.1f} s" for r in results)
+    console.print(f"wall time: {wall:.1f} s in all ({per}; engine warm-up {compile_s:.2f} s; "
+                  f"imports, loading and plots the rest)")
+    return code
+
+
+def _load_replay(args):
+    """(replay config, loaded trace) from the arguments; a trace, window or config the
+    replay refuses becomes a ``UsageError`` with the reason."""
+    from vecsched.engine.model.problem import ProblemError
+
+    from vecsched.adapters.traces import TraceError
+    from vecsched.adapters.sim.replay.placement_groups import GangOverlay
+    from vecsched.adapters.sim.replay.simulation import DEFAULT_WINDOW, ReplayConfig, load
     try:
         window = replay_window(args, DEFAULT_WINDOW)
         config = ReplayConfig(seed=args.seed, idle_timeout_s=args.idle_timeout,
@@ -355,6 +385,12 @@ def run_replay(args) -> int:
         raise UsageError(str(e)) from None
     except (ValueError, KeyError) as e:      # a window or config value the replay refuses
         raise UsageError(str(e.args[0]) if e.args else type(e).__name__) from None
+    return config, trace
+
+
+def _print_trace(console, args, trace) -> None:
+    """What is about to be replayed: the trace, its terms, the load, its placement
+    groups, caps and warnings."""
     console.print(f"[bold]Replay[/bold] {trace.name}: {trace.n_units} units in "
                   f"{len(trace.shapes)} shapes, {len(trace.types) - 1} worker groups + head")
     for line in terms_lines(args.trace, args.groups):
@@ -366,12 +402,12 @@ def run_replay(args) -> int:
         console.print(trace.caps)
     for w in trace.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
-    compile_s = warm_with_spinner(console)["seconds"]
-    from vecsched.adapters.sim.replay.cross_check import for_command, table as cross_table
-    checker = for_command(args.cross_check, make)
-    results = _run_all(console, names, check, trace, config,
-                       checker.make if checker else make, Replay, args.progress_every)
 
+
+def _print_results(console, results, checker) -> None:
+    """The report tables: warm starts, the summary and its legend, launch-limit
+    warnings, the hours table and, with ``--cross-check``, its table."""
+    from vecsched.adapters.sim.replay.cross_check import table as cross_table
     from vecsched.adapters.sim.replay.report import hours_table, legend, summary_table
     for r in results:
         w = r.metrics.get("warm_start") or {}
@@ -388,14 +424,11 @@ def run_replay(args) -> int:
     console.print(hours_table(results))
     if checker:
         console.print(cross_table(checker.summary()))
-    from vecsched.adapters.sim.replay.plots import write_plots
-    paths = write_plots(results, args.out)
-    wall = time.perf_counter() - t_start
-    doc = summary(trace, config, results, compile_s=compile_s, wall_s=wall,
-                  extra={"cross_check": checker.summary()} if checker else None)
-    (paths[0].parent / "summary.json").write_text(json.dumps(doc, indent=2, default=float))
-    console.print("plots: " + ", ".join(str(p) for p in paths) + f"; metrics: "
-                  f"{paths[0].parent / 'summary.json'}")
+
+
+def _print_verdicts(console, results) -> int:
+    """Lost ticks and the ``--check-ray`` verdict per scheduler; the exit code (1 when
+    the last checked scheduler differed from Ray on some tick)."""
     code = 0
     for r in results:
         if r.metrics["rejected_ticks"]:
@@ -413,9 +446,6 @@ def run_replay(args) -> int:
             for ex in c["examples"]:
                 console.print(f"  {ex}")
             code = 1 if c["differing"] else 0
-    per = ", ".join(f"{r.scheduler} {r.metrics['wall_s']:.1f} s" for r in results)
-    console.print(f"wall time: {wall:.1f} s in all ({per}; engine warm-up {compile_s:.2f} s; "
-                  f"imports, loading and plots the rest)")
     return code
 
 

@@ -135,7 +135,19 @@ def _run_loop(cs, n, cl, ps, runs, left, mode, M, won, scr):
     cs must have room for T more entries). Otherwise candidates are nodes; a
     winner's strict twins may win with it. Returns (number of winners in
     ``won``, new left, new M, number of candidates, picks as ev_ptr/ev_tau,
-    template of each new slot)."""
+    template of each new slot).
+
+    Why one long function: what is left here is the bookkeeping that threads the
+    loop's state from one pick to the next; the steps themselves are already
+    helpers (``_pick_core``, ``_twins``, ``_batch``, ``_clone``, ``_commit``,
+    ``_invalidate``, ``_compact``, ``_grow_events``). That state is four counters
+    (winners ``nw``, picks ``E``, next slot ``M``, candidates ``n``) and the
+    event arrays, which ``_grow_events`` may replace by larger ones. A numba
+    function cannot rebind its caller's scalars or arrays, so each split-off
+    step would take and return a tuple of them (and the ``tau``/``old``/``chg``
+    scratch rows) on every pick of the hottest loop of the tick; in one frame
+    numba keeps them in registers and the scratch is allocated once per call.
+    """
     typ = ps.slots.type
     avail, room = mode.avail, mode.room
     K = runs.shape[0]

@@ -138,6 +138,38 @@ def load(trace=None, groups=None, window: Window = Window(),
     groups (the trace's own and the ``gangs`` overlay, see ``gangs.py``); raise
     ``TraceError`` or ``ValueError`` naming the field for input that cannot be replayed."""
     demand, wg, name = resolve(trace, groups)
+    types = _worker_types(wg)
+    sel, rows, warm, table, arr, dur = _window_units(demand, window)
+    warnings: list[str] = []
+    shapes, unit_shape = _unit_shapes(table, types, warnings)
+    oversized = _oversize_warnings(table, types, shapes, unit_shape, warnings)
+    group_ids = table.column("group_id").to_pylist()
+    caps = table.column("max_per_node").to_pylist()
+    capped = np.array([c is not None for c in caps], dtype=bool)
+    spread = {g for g, c in zip(group_ids, caps) if g is not None and c == 1}
+    pg = _placement_groups(types, shapes, unit_shape, group_ids, gangs, capped, warm, spread)
+    cap_note = _caps_note(table, capped, len(spread))
+    rows = np.asarray(rows, dtype=np.int64)
+    if pg.G:
+        arr, dur, order = together(pg, arr, dur)
+        arr, dur, unit_shape, rows = arr[order], dur[order], unit_shape[order], rows[order]
+        warm = warm[order]
+        pg = permute(pg, order)
+    scaling = describe(window, sel)
+    if gangs.share > 0:
+        scaling += f"; gang overlay {gangs.share:g} (seed {gangs.seed})"
+    prices, price_source = _prices(wg)
+    return LoadedTrace(
+        name=name, types=[HEAD] + types, arrival_s=arr, duration_s=dur,
+        unit_shape=unit_shape, shapes=shapes, rows=rows,
+        scaling=scaling, oversized=oversized, warnings=warnings, gangs=pg,
+        prices=prices, price_source=price_source, caps=cap_note, warm=warm,
+        load_info=_load_info(window, sel))
+
+
+def _worker_types(wg: pa.Table) -> list:
+    """The worker groups as node types; none at all, or one named like the head, is an
+    error naming the ``type`` field."""
     types = worker_group_specs(wg)
     if not types:
         raise TraceError("worker_groups", "type", "is empty: at least one worker group is needed")
@@ -145,30 +177,37 @@ def load(trace=None, groups=None, window: Window = Window(),
         if t.name == HEAD_TYPE:
             raise TraceError("worker_groups", "type",
                              f"{HEAD_TYPE!r} is reserved for the replay's head node")
-    n_rows = demand.num_rows
-    if n_rows == 0:
+    return types
+
+
+def _window_units(demand: pa.Table, window: Window):
+    """The window's units: (selection, demand rows, warm mask, their table, scaled
+    arrivals, scaled durations). Warm-start units come first, arriving at t = 0 for what
+    is left of their run; the window's own units follow."""
+    if demand.num_rows == 0:
         raise TraceError("demand", "*", "has no rows: nothing to replay")
     arrival = np.asarray(demand.column("arrival_s").to_numpy(), dtype=np.float64)
     duration = np.asarray(demand.column("duration_s").to_numpy(), dtype=np.float64)
     sel = select(arrival, duration, window)
-    # warm-start units first, at t = 0 for what is left of their run; then the window
     rows = np.concatenate([sel.warm, sel.rows])
     warm = np.arange(rows.size) < sel.warm.size
     table = demand.take(pa.array(rows))
     scale = window.compress * window.arrival_scale
     arr = np.where(warm, 0.0, (arrival[rows] - sel.origin) / scale)
     dur = np.where(warm, arrival[rows] + duration[rows] - sel.origin, duration[rows])
-    dur = dur / window.compress
+    return sel, rows, warm, table, arr, dur / window.compress
 
-    warnings: list[str] = []
+
+def _unit_shapes(table: pa.Table, types: list, warnings: list) -> tuple[list, np.ndarray]:
+    """(shapes in first-appearance order, each unit's shape); a warning names the GPU
+    models asked for that no worker group has."""
     shape_index: dict[tuple, int] = {}
     shapes: list[dict] = []
-    unit_shape = np.zeros(len(rows), dtype=np.int32)
-    models = {m for t in types for k in t.resources if k.startswith(ACCELERATOR_PREFIX)
-              for m in [k[len(ACCELERATOR_PREFIX):]]}
+    unit_shape = np.zeros(table.num_rows, dtype=np.int32)
+    models = {k[len(ACCELERATOR_PREFIX):] for t in types for k in t.resources
+              if k.startswith(ACCELERATOR_PREFIX)}
     unknown_models: dict[str, int] = {}
-    records = table.to_pylist()
-    for u, row in enumerate(records):
+    for u, row in enumerate(table.to_pylist()):
         for m in gpu_spec_options(row.get("gpu_spec")):
             if m not in models:
                 unknown_models[m] = unknown_models.get(m, 0) + 1
@@ -183,6 +222,13 @@ def load(trace=None, groups=None, window: Window = Window(),
         listed = ", ".join(f"{m} ({n} rows)" for m, n in sorted(unknown_models.items()))
         warnings.append(f"GPU models no worker group has: {listed}; those requests cannot "
                         f"be placed and are reported infeasible")
+    return shapes, unit_shape
+
+
+def _oversize_warnings(table: pa.Table, types: list, shapes: list, unit_shape: np.ndarray,
+                       warnings: list) -> int:
+    """Count the units no node type (the head included) can hold, and warn about them
+    and about the GPU OR-lists replayed unconstrained; returns the oversized count."""
     oversized_shapes = [s for s, sh in enumerate(shapes)
                         if not any(_fits(sh, dict(t.resources)) for t in [HEAD] + types)]
     oversized = int(np.isin(unit_shape, oversized_shapes).sum())
@@ -192,6 +238,16 @@ def load(trace=None, groups=None, window: Window = Window(),
     n_or = or_list_count(table)
     if n_or:
         warnings.append(f"{n_or} GPU OR-list constraints (A|B) are replayed unconstrained")
+    return oversized
+
+
+def _placement_groups(types: list, shapes: list, unit_shape: np.ndarray, group_ids: list,
+                      gangs: GangOverlay, capped: np.ndarray, warm: np.ndarray,
+                      spread: set) -> Gangs:
+    """The trace's placement groups and the overlay's. Capped units never join the
+    overlay's groups (Ray Serve refuses a per-node cap with placement group bundles); nor
+    do warm-start units (already running: a group with a later unit would pull that
+    unit's arrival to t = 0)."""
     fits_type = np.array([any(_fits(sh, dict(t.resources)) for t in types) for sh in shapes],
                          dtype=bool)
 
@@ -201,36 +257,20 @@ def load(trace=None, groups=None, window: Window = Window(),
             for k, v in shapes[unit_shape[u]].items():
                 merged[k] = merged.get(k, 0.0) + v
         return any(_fits(merged, dict(t.resources)) for t in types)
-    group_ids = table.column("group_id").to_pylist()
-    caps = table.column("max_per_node").to_pylist()
-    capped = np.array([c is not None for c in caps], dtype=bool)
-    spread = {g for g, c in zip(group_ids, caps) if g is not None and c == 1}
-    # Capped units never join the overlay's groups (Ray Serve refuses a per-node cap
-    # with placement group bundles); nor do warm-start units (already running: a group
-    # with a later unit would pull that unit's arrival to t = 0).
-    pg = build_gangs(len(rows), group_ids, gangs, fits_type[unit_shape] & ~capped & ~warm,
-                     fits_merged, spread_groups=spread)
-    cap_note = _caps_note(table, capped, len(spread))
-    rows = np.asarray(rows, dtype=np.int64)
-    if pg.G:
-        arr, dur, order = together(pg, arr, dur)
-        arr, dur, unit_shape, rows = arr[order], dur[order], unit_shape[order], rows[order]
-        warm = warm[order]
-        pg = permute(pg, order)
-    scaling = describe(window, sel)
-    if gangs.share > 0:
-        scaling += f"; gang overlay {gangs.share:g} (seed {gangs.seed})"
+    return build_gangs(len(unit_shape), group_ids, gangs,
+                       fits_type[unit_shape] & ~capped & ~warm, fits_merged,
+                       spread_groups=spread)
+
+
+def _prices(wg: pa.Table) -> tuple[dict, Optional[str]]:
+    """(worker group -> price per node-hour or None, where the prices come from or None
+    when no group has one)."""
     prices = dict(zip(wg.column("type").to_pylist(), wg.column("price").to_pylist()))
     source = (wg.schema.metadata or {}).get(b"vecsched.price_source")
     price_source = None
     if any(v is not None for v in prices.values()):
         price_source = source.decode() if source else "the worker groups' price column"
-    return LoadedTrace(
-        name=name, types=[HEAD] + types, arrival_s=arr, duration_s=dur,
-        unit_shape=unit_shape, shapes=shapes, rows=rows,
-        scaling=scaling, oversized=oversized, warnings=warnings, gangs=pg,
-        prices=prices, price_source=price_source, caps=cap_note, warm=warm,
-        load_info=_load_info(window, sel))
+    return prices, price_source
 
 
 def _load_info(window: Window, sel) -> dict:

@@ -118,8 +118,6 @@ def build_problem(
     extra = scr.extra_types + launch_names(types, tix, scr.extra_types)
     ta = type_arrays(types, extra, c, dict(cloud_availability or {}),
                      dict(recoverable_availability or {}))
-    pend = (scr.status != Status.RAY_RUNNING) & ~scr.outdated
-    node_type = np.where(pend, ta.launch_as[scr.type], scr.type)   # a config's node: its name
     na = node_arrays(cols, scr, run, ta, c)
     da = demand_arrays(demand, c)
     ia = ippr_arrays(types, ta.T, states, scr.kept, c.vocab, used_ippr)
@@ -131,6 +129,20 @@ def build_problem(
         label_keys=c.lvocab.names,
         label_values=c.values.names,
         gpu_col=c.vocab.get(GPU),
+        **_type_fields(ta, ia),
+        **_node_fields(scr, ta, na, ia),
+        **_demand_fields(demand, da, gangs, constraint is not None),
+        clamped=na.clamped,
+        skipped=tuple(scr.skipped),
+        **_settings(max_num_nodes, idle_timeout_s, pending_idle_timeout_s,
+                    disable_launch_config_check, conserve_gpu, pending_terminable),
+    )
+
+
+def _type_fields(ta, ia) -> dict:
+    """The Problem's per-node-type arrays, from the type arrays and the in-place
+    resize arrays."""
+    return dict(
         type_names=ta.names,
         type_configured=ta.configured,
         type_cap=ta.cap,
@@ -146,6 +158,15 @@ def build_problem(
         type_launch_hash=ta.launch_hash,
         type_launch_as=ta.launch_as,
         type_ippr_max=ia.type_max,
+    )
+
+
+def _node_fields(scr, ta, na, ia) -> dict:
+    """The Problem's per-node arrays. A pending node of a config's type is named by the
+    type it launches as; a running one keeps its own type."""
+    pend = (scr.status != Status.RAY_RUNNING) & ~scr.outdated
+    node_type = np.where(pend, ta.launch_as[scr.type], scr.type)
+    return dict(
         node_source=scr.kept.astype(IDX),
         node_type=node_type.astype(IDX),
         node_priority=np.where(ta.configured[scr.type], ta.priority[scr.type], 0).astype(CNT),
@@ -162,26 +183,39 @@ def build_problem(
         node_launch_hash=tuple(na.launch_hash),
         node_ippr=ia.nodes,
         node_private=tuple(na.private),
-        shape_qty=da.table.qty[: demand.S],
-        shape_present=da.table.present[: demand.S],
+    )
+
+
+def _demand_fields(demand, da, gangs, has_constraint: bool) -> dict:
+    """The Problem's demand arrays: the plain request shapes (the first ``S`` rows of
+    the request table), the constraint's rows after them, and the gangs."""
+    S = demand.S
+    return dict(
+        shape_qty=da.table.qty[:S],
+        shape_present=da.table.present[:S],
         shape_count=da.shape_count,
-        shape_sum=da.table.sum[: demand.S],
+        shape_sum=da.table.sum[:S],
         req=da.table,
-        con_req=np.arange(demand.S, demand.S + demand.C, dtype=IDX),
+        con_req=np.arange(S, S + demand.C, dtype=IDX),
         con_count=da.con_count,
-        has_constraint=constraint is not None,
+        has_constraint=has_constraint,
         gang_ptr=da.gang_ptr,
         gang_req=da.gang_req,
         gang_key=da.gang_key,
         gang_names=tuple(g.name for g in gangs),
+    )
+
+
+def _settings(max_num_nodes, idle_timeout_s, pending_idle_timeout_s,
+              disable_launch_config_check, conserve_gpu, pending_terminable) -> dict:
+    """The tick's scalar settings, each checked (a ``ProblemError`` names the field)."""
+    return dict(
         pending_idle_timeout_s=check.timeout(pending_idle_timeout_s, "pending_idle_timeout_s"),
         max_num_nodes=-1 if max_num_nodes is None else check.count(max_num_nodes,
                                                                    "max_num_nodes"),
         idle_timeout_s=check.timeout(idle_timeout_s, "idle_timeout_s"),
         disable_launch_config_check=bool(disable_launch_config_check),
         conserve_gpu=bool(conserve_gpu),
-        clamped=na.clamped,
-        skipped=tuple(scr.skipped),
         pending_terminable=_statuses(pending_terminable),
     )
 
