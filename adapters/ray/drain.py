@@ -70,7 +70,9 @@ def is_consolidation(termination_request) -> bool:
 class DrainingRayStopper(RayStopper):
     """Stock ``RayStopper``, but consolidation terminations are drained with their
     deadline (see the module docstring). ``timer(seconds, fn)`` schedules the stop at
-    the deadline (default: a daemon ``threading.Timer``)."""
+    the deadline (default: a daemon ``threading.Timer``); ``close()`` cancels the stops
+    still scheduled (a stop that fired after its GCS went away would block on the dead
+    GCS, and Ray's GCS client ends the process once it gives up reconnecting)."""
 
     def __init__(self, gcs_client, error_queue, *,
                  now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
@@ -80,6 +82,7 @@ class DrainingRayStopper(RayStopper):
         self._timer = timer or _daemon_timer
         self.drains: list[tuple[str, DrainResult]] = []     # (instance id, result)
         self.deadline_stops: list[tuple[str, bool]] = []    # (instance id, was running)
+        self._scheduled: list = []          # what ``timer`` returned, for ``close``
 
     def _stop_or_drain_ray(self, event) -> None:
         tr = event.termination_request
@@ -102,8 +105,17 @@ class DrainingRayStopper(RayStopper):
         if not res.accepted:
             self._error_queue.put_nowait(RayStopError(im_instance_id=event.instance_id))
             return
-        self._timer(deadline / 1000.0,
-                    lambda: self._stop_at_deadline(tr.ray_node_id, event.instance_id))
+        self._scheduled.append(self._timer(
+            deadline / 1000.0, lambda: self._stop_at_deadline(tr.ray_node_id, event.instance_id)))
+
+    def close(self) -> None:
+        """Cancel the deadline stops not run yet (each ``timer`` result that has a
+        ``cancel``); the drains already sent stay in force."""
+        scheduled, self._scheduled = self._scheduled, []
+        for t in scheduled:
+            cancel = getattr(t, "cancel", None)
+            if cancel is not None:
+                cancel()
 
     def _stop_at_deadline(self, ray_node_id: str, instance_id: str) -> None:
         """The deadline passed: stop the ray node if it still runs (a node that exited

@@ -58,6 +58,7 @@ def test_consolidation_drains_then_stops_on_a_live_cluster(tmp_path):
     from ray._raylet import GcsClient
     from ray.cluster_utils import Cluster as RayCluster
     cluster = RayCluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    stopper = None
     try:
         a = cluster.add_node(num_cpus=2, resources={"a": 2})
         b = cluster.add_node(num_cpus=1, resources={"b": 1})
@@ -101,5 +102,7 @@ def test_consolidation_drains_then_stops_on_a_live_cluster(tmp_path):
         assert errors.empty()
         ray.cancel(only_a, force=True)
     finally:
+        if stopper is not None:      # A's 120 s stop must not fire on a dead GCS later
+            stopper.close()
         ray.shutdown()
         cluster.shutdown()

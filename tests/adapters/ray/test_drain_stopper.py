@@ -83,3 +83,19 @@ def test_bad_arguments_name_the_field():
         drain_for_consolidation(RecordingGcs(), "", 1000)
     with pytest.raises(ValueError, match="deadline_ms"):
         drain_for_consolidation(RecordingGcs(), NODE, -1)
+
+
+def test_close_cancels_the_stops_still_scheduled():
+    """After close() no deadline stop runs (it would call a GCS that may be gone)."""
+    import threading
+
+    gcs = RecordingGcs()
+    fired = threading.Event()
+    s = DrainingRayStopper(gcs, Queue(), now_ms=lambda: 1_000_000)   # the real timers
+    s._stop_at_deadline = lambda *a: fired.set()
+    s._stop_or_drain_ray(_event(TerminationRequest.Cause.OUTDATED,
+                                f"{CONSOLIDATION_DETAILS} x; drain deadline 0.3 s"))
+    assert gcs.calls and gcs.calls[0][0] == "drain_node" and len(s._scheduled) == 1
+    s.close()
+    assert not fired.wait(1.0)
+    assert s._scheduled == []
