@@ -196,8 +196,13 @@ def test_ha_demo_backend_kube(tmp_path, scenario):
                for f in result["failover_s"])     # liveness; the bound is the demo's
     api = result["detail"]["kube_api"]
     assert api["requests"].get("PUT 200", 0) >= 1     # the lease really lived there
-    # The Lease's leaseTransitions is the last epoch granted, the one written last.
-    assert api["lease"]["leaseTransitions"] == result["detail"]["epochs_written"][-1]
+    # Epochs come from the Lease's leaseTransitions: no write carries an epoch beyond the
+    # last one granted, and the written epochs only go up. (A grant near the end of the
+    # run may not have written yet: after Redis comes back empty the leader steps down
+    # and takes the Lease again, which under load can leave the last grant unwritten.)
+    written = result["detail"]["epochs_written"]
+    assert written == sorted(written)
+    assert 1 <= written[-1] <= api["lease"]["leaseTransitions"] <= written[-1] + 1
     if scenario == "kill-pause":
         assert result["failovers"] == 2
         assert result["stale_writes_attempted"] >= 1
