@@ -6,7 +6,8 @@ import time
 
 def warmup() -> float:
     """Run one tiny tick that reaches every kernel (fits, walks, picks, classes,
-    labels, anti-affinity, constraints, gangs, idle termination); returns seconds."""
+    labels, anti-affinity, constraints, gangs, idle termination), in both modes
+    (ray-compat, then efficient without its CP-SAT steps); returns seconds."""
     from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, build_problem
     from vecsched.engine.model.requests import GangSpec, RequestSpec
     from .schedule import schedule
@@ -27,6 +28,8 @@ def warmup() -> float:
     p = build_problem(types, nodes, reqs, idle_timeout_s=60.0, gangs=gangs,
                       constraint=[RequestSpec({"CPU": 2.0}, 2)], pending_idle_timeout_s=30.0)
     schedule(p, now_s=1.0)
+    from .efficient import EfficientOptions
+    schedule(p, now_s=1.0, mode="efficient", options=EfficientOptions(gang_cpsat_bundles=0))
     return time.perf_counter() - t0
 
 

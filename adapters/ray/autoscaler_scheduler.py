@@ -36,6 +36,9 @@ class AutoscalerScheduler(EngineScheduler):
     * ``mode = "engine"``: the engine decides; if it ever raises (it should not), the
       error is logged with its traceback, counted (``engine_errors``) and Ray's own
       ``ResourceDemandScheduler.schedule`` decides that tick, so a tick is never lost.
+    * ``mode = "efficient"``: the same, with the engine in its efficient mode
+      (``efficient_options``, from ``VECSCHED_EFFICIENT_OPTIONS``): it chooses for cost,
+      so its decisions are not Ray's; on an engine error Ray's scheduler decides that tick.
     * ``mode = "shadow"``: Ray's scheduler decides (and emits the events); the engine
       runs on a copy of the same request, and any difference in the decisions is logged
       at WARNING with the tick number and counted (``shadow_diff_ticks``).
@@ -58,6 +61,7 @@ class AutoscalerScheduler(EngineScheduler):
     """
 
     mode = "engine"
+    efficient_options = None       # mode "efficient": its EfficientOptions (None: defaults)
     stats_path: Optional[str] = None
     built = 0                      # instances built in this process (the Autoscaler builds one)
     _latest = None                 # weak reference to the last one built (the collector's)
@@ -66,6 +70,9 @@ class AutoscalerScheduler(EngineScheduler):
     warm_up = staticmethod(warm_all)
 
     def __init__(self, event_logger=None, **kwargs):
+        if self.mode == "efficient":
+            kwargs.setdefault("mode", "efficient")
+            kwargs.setdefault("options", self.efficient_options)
         super().__init__(event_logger, warm=False, **kwargs)
         type(self).built += 1
         self.counters: Counter = Counter()

@@ -11,7 +11,7 @@ import ray
 logger = logging.getLogger(__name__)
 
 TESTED_RAY_VERSIONS = ("2.60.0",)
-MODES = ("engine", "shadow", "ray")
+MODES = ("engine", "efficient", "shadow", "ray")
 ENV_MODE = "VECSCHED_MODE"
 ENV_UNTESTED_RAY = "VECSCHED_UNTESTED_RAY"
 

@@ -28,9 +28,13 @@ The ways in, each of which ends in :func:`install` inside the autoscaler process
 
 Environment (read in the autoscaler process; ``ray start`` passes its own environment on):
 
-* ``VECSCHED_MODE``: ``engine`` (default: the engine makes every decision), ``shadow``
-  (Ray's scheduler decides, the engine runs on the same input every tick and any
-  difference is logged and counted), ``ray`` (nothing is installed: stock Ray).
+* ``VECSCHED_MODE``: ``engine`` (default: the engine makes every decision, Ray's
+  decisions exactly), ``efficient`` (the engine decides in its efficient mode, opt-in:
+  chooses for cost, docs/efficient.md), ``shadow`` (Ray's scheduler decides, the engine
+  runs on the same input every tick and any difference is logged and counted), ``ray``
+  (nothing is installed: stock Ray).
+* ``VECSCHED_EFFICIENT_OPTIONS``: the efficient mode's options, a JSON object inline or
+  the path of a JSON file (``efficient_settings.py``); only with ``VECSCHED_MODE=efficient``.
 * ``VECSCHED_STATS_FILE``: where the stats JSON goes; default
   ``<logs-dir>/vecsched_stats.json`` under the monitor's ``--logs-dir``.
 * ``VECSCHED_METRICS_PORT``: also serve vecsched's Prometheus metrics on this port (``0``:
@@ -58,6 +62,7 @@ from .autoscaler_scheduler import AutoscalerScheduler
 from .checks import (ENV_MODE, ENV_UNTESTED_RAY, MODES, TESTED_RAY_VERSIONS, InstallError,
                      check_ray_version, ray_version_supported, resolve_mode)
 from .drain import install_stopper, uninstall_stopper
+from .efficient_settings import ENV_OPTIONS, efficient_options
 from .start_hook import HOOK, MONITOR_SCRIPT, ray_start_hook
 from .stats import ENV_STATS_FILE, STATS_FILE_NAME, read_stats
 
@@ -66,7 +71,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["install", "uninstall", "installed", "InstallError", "AutoscalerScheduler",
            "ray_start_hook", "read_stats", "resolve_mode", "check_ray_version",
            "ray_version_supported", "HOOK", "MONITOR_SCRIPT", "STATS_FILE_NAME", "ENV_MODE",
-           "ENV_STATS_FILE", "ENV_UNTESTED_RAY", "ENV_METRICS_PORT", "MODES",
+           "ENV_STATS_FILE", "ENV_UNTESTED_RAY", "ENV_METRICS_PORT", "ENV_OPTIONS", "MODES",
            "TESTED_RAY_VERSIONS"]
 
 
@@ -93,6 +98,7 @@ def install(mode: Optional[str] = None, stats_path: Optional[str] = None) -> Opt
     ``VECSCHED_METRICS_PORT``), see ``adapters/ray/metrics.py``.
     """
     mode = resolve_mode(mode)
+    options = efficient_options(mode) if mode != "ray" else None
     metrics_port = _metrics_port()
     if mode == "ray":
         logger.info("vecsched: %s=ray, nothing installed; Ray's own scheduler decides",
@@ -113,6 +119,7 @@ def install(mode: Optional[str] = None, stats_path: Optional[str] = None) -> Opt
                            "ResourceDemandScheduler(...) by name; refusing to install")
     cls = type("EngineScheduler", (AutoscalerScheduler,),
                {"mode": mode, "stats_path": stats_path, "built": 0,
+                "efficient_options": options,
                 "__module__": __name__,
                 "__doc__": f"AutoscalerScheduler installed with mode={mode!r}."})
     cls.__qualname__ = f"AutoscalerScheduler[{mode}]"

@@ -37,6 +37,9 @@ def ray_start_hook(ray_params, head: bool) -> None:
     if not head:
         return
     mode = resolve_mode()
+    if mode != "ray":
+        from .efficient_settings import efficient_options
+        efficient_options(mode)          # a bad VECSCHED_EFFICIENT_OPTIONS fails `ray start`
     if mode == "ray":
         _say(f"vecsched: {ENV_MODE}=ray: the autoscaler runs Ray's own scheduler")
         return

@@ -21,6 +21,7 @@ hook, fallback, shadow mode).
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -31,6 +32,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -76,9 +78,11 @@ def _node_ip() -> str:
 class LocalCluster:
     """A fake multi-node Ray cluster owned by one test: start, observe, tear down."""
 
-    def __init__(self, name: str, *, via: str, mode: str = "engine"):
+    def __init__(self, name: str, *, via: str, mode: str = "engine",
+                 extra_env: Optional[dict] = None):
         assert via in ("hook", "monitor")
         self.name, self.via, self.mode = name, via, mode
+        self.extra_env = dict(extra_env or {})
         self.dir = Path(tempfile.mkdtemp(prefix=f"vs{name}_", dir="/tmp"))   # short: sockets
         self.temp_dir = self.dir / "ray"
         self.gcs_port, self.dash_port, self.agent_port = _free_ports(3)
@@ -128,7 +132,7 @@ class LocalCluster:
     def _env(self) -> dict:
         env = dict(os.environ)
         for k in ("RAY_ADDRESS", "RAY_START_HOOK", "VECSCHED_MODE", "VECSCHED_STATS_FILE",
-                  "VECSCHED_UNTESTED_RAY"):
+                  "VECSCHED_UNTESTED_RAY", "VECSCHED_EFFICIENT_OPTIONS"):
             env.pop(k, None)
         env.update({
             "RAY_enable_autoscaler_v2": "1",
@@ -139,6 +143,7 @@ class LocalCluster:
             "RAY_USAGE_STATS_ENABLED": "0",
             "VECSCHED_MODE": self.mode,
         })
+        env.update(self.extra_env)
         if self.via == "hook":
             env["RAY_START_HOOK"] = HOOK
         return env
@@ -518,6 +523,45 @@ def test_shadow_via_vecsched_monitor(cluster_factory):
 
 
 @pytest.mark.cluster
+def test_efficient_mode_via_ray_start_hook(cluster_factory):
+    """``VECSCHED_MODE=efficient`` with options in ``VECSCHED_EFFICIENT_OPTIONS``: the
+    installed scheduler decides in the efficient mode (the stats say so, no tick fell
+    back to Ray after the warm-up), a CPU task and a GPU task get a node of the right
+    type each, and the idle nodes are stopped again."""
+    opts = {"prices": {"cpu2": 1.0, "gpu1": 4.5}, "consolidate": 0.25, "drain_deadline_s": 30}
+    c = cluster_factory("eff", via="hook", mode="efficient",
+                        extra_env={"VECSCHED_EFFICIENT_OPTIONS": json.dumps(opts)})
+    with c.phase("head + autoscaler up"):
+        c.start()
+    assert "will schedule with EngineScheduler (mode efficient)" in c.head_log.read_text()
+    with c.phase("driver connect"):
+        ray.init(address=c.gcs_address, logging_level="warning", log_to_driver=False)
+    with c.phase("scale-up (a num_cpus=2 task and a GPU task)"):
+        cpu_ref, gpu_ref = _on_node.remote(3), _gpu_task.remote()
+        i, cpu_node = ray.get(cpu_ref, timeout=150)
+        gpu_node, gpu_ids = ray.get(gpu_ref, timeout=150)
+    book = NodeBook().update()
+    assert i == 3 and book.types[cpu_node] == "cpu2", book.types
+    assert book.types[gpu_node] == "gpu1" and len(gpu_ids) == 1, book.types
+    with c.phase("idle scale-down to zero"):
+        c.wait(lambda: not c.workers() and not c.status().pending_nodes, 120,
+               "idle scale-down to zero workers")
+        c.wait(lambda: (c.stats() or {}).get("terminated", {}).get("IDLE", 0) >= 2, 30,
+               "the stats file to show the idle terminations")
+    book.update()
+    ray.shutdown()
+    s = c.stats()
+    assert book.launched() == ["cpu2", "gpu1"] and not any(book.alive.values()), book.types
+    assert s["mode"] == "efficient" and s["schedulers_built"] == 1
+    assert s["engine_ticks"] > 0 and s["engine_errors"] == 0, s
+    assert s["engine_ticks"] + s["warmup_ticks"] == s["ticks"], s
+    assert s["launched"] == {"cpu2": 1, "gpu1": 1} and s["terminated"] == {"IDLE": 2}, s
+    log = "\n".join(p.read_text(errors="replace") for p in c.logs_dir.glob("monitor.log*"))
+    assert "schedules with EngineScheduler (mode efficient" in log
+    assert "EngineScheduler failed" not in log
+
+
+@pytest.mark.cluster
 def test_hook_refuses_without_autoscaler_v2_and_starts_nothing(tmp_path):
     """The guard runs inside `ray start`, before any Ray process exists."""
     d = Path(tempfile.mkdtemp(prefix="vsoff_", dir="/tmp"))
@@ -567,6 +611,7 @@ def clean_install():
     from ray._private import services
     original, start = mod.ResourceDemandScheduler, services.start_ray_process
     yield mod
+    inst.uninstall()                 # Ray's metrics class back too (test_metrics checks it)
     mod.ResourceDemandScheduler = original
     services.start_ray_process = start
 
@@ -698,6 +743,6 @@ def test_mode_ray_installs_nothing_and_bad_mode_refuses(monkeypatch, clean_insta
     assert inst.install(mode="ray") is None
     assert clean_install.ResourceDemandScheduler is ResourceDemandScheduler
     monkeypatch.setenv(inst.ENV_MODE, "fast")
-    with pytest.raises(inst.InstallError, match="not one of engine, shadow, ray"):
+    with pytest.raises(inst.InstallError, match="not one of engine, efficient, shadow, ray"):
         inst.install()
     assert clean_install.ResourceDemandScheduler is ResourceDemandScheduler

@@ -29,6 +29,7 @@ def autoscaler_module():
     import ray.autoscaler.v2.autoscaler as mod
     original = mod.ResourceDemandScheduler
     yield mod
+    inst.uninstall()                 # Ray's metrics class back too (test_metrics checks it)
     mod.ResourceDemandScheduler = original
 
 
