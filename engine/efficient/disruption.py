@@ -11,6 +11,16 @@
   busy-or-not nodes this tick already terminates, other than for idleness, while ray
   runs on them (an outdated node is a disruption too).
 
+- **Per reason.** The budget above is consolidation's. Outdated nodes (a running
+  node whose launch config changed, or whose type is gone: Karpenter's drift) have
+  their own, ``outdated_budget`` / ``outdated_budget_pct`` (0: no limit, every outdated
+  node is replaced at once as Ray does). Either budget counts every node being
+  disrupted, whatever the reason, so the two together never disrupt more than the
+  larger of them at once; outdated nodes go first (their replacement is not optional),
+  and consolidation gets what its own budget leaves after them. An outdated node over
+  the budget waits for a later tick (longest idle first, then the lowest index); an
+  outdated node that is not running yet (nothing runs there) is never held back.
+
 A node whose drain Ray has accepted is RAY_STOPPING: Ray's scheduling request holds it
 (every instance-manager record) but the model leaves it out of the nodes, naming it
 in ``Problem.skipped``; the budget counts it from there. The causes of drains are not
@@ -47,11 +57,37 @@ def opted_out(p, opts: EfficientOptions) -> np.ndarray:
 
 def budget(p, opts: EfficientOptions) -> int:
     """Nodes that may be disrupted at once: the count, capped by the share when set."""
-    n = opts.consolidate_budget
-    if opts.consolidate_budget_pct > 0:
+    return _budget(p, opts.consolidate_budget, opts.consolidate_budget_pct)
+
+
+def outdated_budget(p, opts: EfficientOptions) -> int | None:
+    """Nodes that may be disrupted at once for being outdated, None: no limit."""
+    if opts.outdated_budget <= 0 and opts.outdated_budget_pct <= 0:
+        return None
+    return _budget(p, opts.outdated_budget or p.N + 1, opts.outdated_budget_pct)
+
+
+def _budget(p, count: int, pct: float) -> int:
+    n = count
+    if pct > 0:
         running = int((p.node_status == Status.RAY_RUNNING).sum())
-        n = min(n, max(1, math.floor(opts.consolidate_budget_pct * running)))
+        n = min(n, max(1, math.floor(pct * running)))
     return n
+
+
+def limit_outdated(p, st, opts: EfficientOptions, cand: np.ndarray) -> np.ndarray:
+    """The outdated nodes of ``cand`` (node indices) this tick may terminate under the
+    outdated budget (module docstring): all that are not running, and of the running
+    ones as many as the budget leaves, longest idle first, then the lowest index."""
+    cand = np.asarray(cand, np.int64)
+    cap = outdated_budget(p, opts)
+    if cap is None or not cand.size:
+        return cand
+    running = p.node_status[cand] == Status.RAY_RUNNING
+    room = max(0, cap - disrupted_now(p, st))
+    busy = cand[running]
+    busy = busy[np.lexsort((busy, -p.node_idle_ms[busy]))][:room]
+    return np.sort(np.concatenate([cand[~running], busy]))
 
 
 # How the model's builder names an instance it left out because it is draining: a

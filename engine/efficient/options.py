@@ -100,6 +100,8 @@ class EfficientOptions:
     drain_deadline_s: float = 600.0
     consolidate_budget: int = 1
     consolidate_budget_pct: float = 0.0
+    outdated_budget: int = 0
+    outdated_budget_pct: float = 0.0
     consolidate_opt_out_types: tuple = ()
     consolidate_cpu: float = 0.0
     consolidate_after_s: float = 0.0
@@ -175,6 +177,14 @@ def _check_consolidation_safety(o: EfficientOptions) -> None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
         raise ValueError(f"options.consolidate_budget_pct: must be a number in [0, 1], "
                          f"got {v!r}")
+    v = o.outdated_budget
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError(f"options.outdated_budget: must be an integer >= 0 (0: no limit), "
+                         f"got {v!r}")
+    v = o.outdated_budget_pct
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+        raise ValueError(f"options.outdated_budget_pct: must be a number in [0, 1] (0: no "
+                         f"limit), got {v!r}")
     v = o.consolidate_cpu
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
         raise ValueError(f"options.consolidate_cpu: must be a number in [0, 1), got {v!r}")

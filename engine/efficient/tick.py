@@ -41,6 +41,7 @@ from .gang_place import gang_batch, place_gangs
 from .options import EfficientOptions
 from .budget import Guard
 from .consolidate import consolidate
+from .disruption import limit_outdated
 from .place import place_batch
 from .state import State
 
@@ -51,7 +52,7 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
     st = State(p)
     costs = Costs(p, opts)
     stats: dict = {"scheduler": "efficient"}
-    _outdated(st)
+    _outdated(st, opts)
     _min_workers(st)
     _caps(st)
     con_bad = _constraint(st, costs, opts)
@@ -71,17 +72,24 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
 
 # ---- fixed phases ---------------------------------------------------------------------
 
-def _outdated(st: State) -> None:
+def _outdated(st: State, opts: EfficientOptions) -> None:
+    """Outdated nodes go (``disruption.limit_outdated``: within the outdated budget)."""
     p = st.p
-    st.terms += outdated_terms(p, st.terminable)
-    if p.disable_launch_config_check:
-        return
-    for n in range(p.N):
+    built = np.flatnonzero(p.node_outdated & st.terminable[:p.N])
+    stale = []
+    for n in range(p.N if not p.disable_launch_config_check else 0):
         if not st.alive[n] or not st.terminable[n] or p.node_status[n] != Status.RAY_RUNNING:
             continue
         t = int(p.node_type[n])
         want = p.type_launch_hash[t]
         if not p.type_configured[t] or (want and want != p.node_launch_hash[n]):
+            stale.append(n)
+    may = limit_outdated(p, st, opts, np.union1d(built, np.asarray(stale, np.int64)))
+    go = np.zeros(p.N, bool)
+    go[may] = True
+    st.terms += outdated_terms(p, go & st.terminable[:p.N])
+    for n in stale:
+        if go[n]:
             st.terminate(n, Cause.OUTDATED, 0)
 
 

@@ -109,6 +109,9 @@ def test_budget_count_and_share():
     (dict(consolidate_budget=1.5), "consolidate_budget"),
     (dict(consolidate_budget_pct=1.5), "consolidate_budget_pct"),
     (dict(consolidate_opt_out_types="gpu8"), "consolidate_opt_out_types"),
+    (dict(outdated_budget=-1), "outdated_budget"),
+    (dict(outdated_budget=True), "outdated_budget"),
+    (dict(outdated_budget_pct=2.0), "outdated_budget_pct"),
 ])
 def test_bad_options_name_the_field(bad, field):
     with pytest.raises(ValueError, match=f"options.{field}:"):
@@ -193,3 +196,66 @@ def test_daily_windows_on_the_injected_wall_clock():
     for bad in ((("9:00", "17:00"),), (("09:00",),), ("09:00", "17:00"), (("24:00", "01:00"),)):
         with pytest.raises(ValueError, match="options.consolidate_windows:"):
             EfficientOptions(consolidate_windows=bad)
+
+
+# ---- the outdated budget (per reason) ---------------------------------------------------
+
+def _outdated_problem(n_stale: int, extra=(), idle=None):
+    """``n_stale`` running nodes launched with an old config (hash v1, their type is at
+    v2), each with 2 of 8 GPUs in use, plus ``extra`` nodes; launch-config check on."""
+    types = [NodeTypeSpec("gpu8", {"CPU": 32.0, "GPU": 8.0}, max_workers=20, launch_hash="v2")]
+    nodes = []
+    for i in range(n_stale):
+        ns = NodeSpec("gpu8", Status.RAY_RUNNING, Kind.WORKER, {"CPU": 32.0, "GPU": 8.0},
+                      {"CPU": 16.0, "GPU": 6.0}, ray_node_id=f"o{i}", launch_hash="v1",
+                      idle_ms=(idle[i] if idle else 0))
+        nodes.append(ns)
+    nodes += list(extra)
+    return build_problem(types, nodes, [], idle_timeout_s=600.0,
+                         disable_launch_config_check=False)
+
+
+def _terms(p, **kw):
+    plan = schedule(p, mode="efficient", options=EfficientOptions(**kw))
+    assert check_plan(p, plan) == []
+    return plan.terminations()
+
+
+def test_outdated_nodes_all_go_at_once_without_a_budget():
+    p = _outdated_problem(4)
+    assert _terms(p) == [(i, "OUTDATED") for i in range(4)]      # Ray's way, the default
+    assert _terms(p, outdated_budget=0, outdated_budget_pct=0.0) == _terms(p)
+
+
+def test_outdated_budget_count_share_and_order():
+    # idle time decides who goes first (longest idle), then the lowest index
+    p = _outdated_problem(4, idle=[0, 5_000, 5_000, 9_000])
+    assert _terms(p, outdated_budget=1) == [(3, "OUTDATED")]
+    assert _terms(p, outdated_budget=2) == [(1, "OUTDATED"), (3, "OUTDATED")]
+    assert _terms(p, outdated_budget=10) == [(i, "OUTDATED") for i in range(4)]
+    # 50 % of 4 running nodes = 2; the count and the share: the smaller wins
+    assert len(_terms(p, outdated_budget_pct=0.5)) == 2
+    assert len(_terms(p, outdated_budget=1, outdated_budget_pct=0.5)) == 1
+
+
+def test_outdated_budget_counts_nodes_draining_for_any_reason():
+    draining_ = NodeSpec("gpu8", Status.RAY_STOP_REQUESTED, Kind.WORKER,
+                         {"CPU": 32.0, "GPU": 8.0}, {"CPU": 32.0, "GPU": 8.0},
+                         ray_node_id="d", launch_hash="v2")
+    p = _outdated_problem(3, extra=[draining_])
+    assert _terms(p, outdated_budget=1) == []
+    assert _terms(p, outdated_budget=2) == [(0, "OUTDATED")]
+
+
+def test_consolidation_gets_what_the_outdated_nodes_leave():
+    """Both budgets count every disruption: with two outdated nodes going, a budget of 2
+    leaves consolidation nothing; a budget of 3 leaves it one."""
+    victim = NodeSpec("gpu8", Status.RAY_RUNNING, Kind.WORKER, {"CPU": 32.0, "GPU": 8.0},
+                      {"CPU": 31.0, "GPU": 7.0}, ray_node_id="v", launch_hash="v2")
+    host = NodeSpec("gpu8", Status.RAY_RUNNING, Kind.WORKER, {"CPU": 32.0, "GPU": 8.0},
+                    {"CPU": 32.0, "GPU": 8.0}, ray_node_id="h", launch_hash="v2")
+    p = _outdated_problem(2, extra=[victim, host])
+    kw = dict(consolidate=0.25, consolidate_per_tick=5, outdated_budget=2)
+    assert _terms(p, consolidate_budget=2, **kw) == [(0, "OUTDATED"), (1, "OUTDATED")]
+    assert _terms(p, consolidate_budget=3, **kw) == [(0, "OUTDATED"), (1, "OUTDATED"),
+                                                     (2, "CONSOLIDATE")]
