@@ -19,7 +19,8 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 KEYS = ("gpu_hours", "node_hours", "pending_p95_s", "restarts", "lost_gpu_hours",
         "lost_cpu_hours", "drained", "drain_deadline_hit", "consolidations",
-        "disrupted_max_concurrent", "relaunch_after_consolidation", "never_placed")
+        "disrupted_max_concurrent", "relaunch_after_consolidation", "never_placed",
+        "cancelled_before_join")
 
 VARIANTS = {
     "kill": dict(consolidate=0.25, drain_deadline_s=0.0, consolidate_budget=1000),
@@ -29,6 +30,10 @@ VARIANTS = {
                               consolidate_per_tick=3),
     "drain-60s-after300": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_after_s=300.0),
     "drain-60s-after600": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_after_s=600.0),
+    "replace-after300": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_after_s=300.0,
+                             consolidate_replace=True),
+    "replace-budget3": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_budget=3,
+                            consolidate_per_tick=3, consolidate_replace=True),
 }
 
 
@@ -61,7 +66,7 @@ def main() -> None:
             t = time.perf_counter()
             m = Replay(trace, scheduler(name), ReplayConfig(seed=seed)).run().metrics
             row = {"seed": seed, "groups": a.groups, "scheduler": name, "wall_s": time.perf_counter() - t,
-                   **{k: m[k] for k in KEYS}}
+                   "launches": m["instances"]["launched"], **{k: m[k] for k in KEYS}}
             rows.append(row)
             print(json.dumps(row), flush=True)
     if a.out:

@@ -21,6 +21,10 @@ node. On a tick with nothing pending (no demand, no placement group, no
   not see: the label selectors of running work, so work that selects node labels
   may find no room and go pending, and get a node launched as any demand does.)
 
+With ``consolidate_replace`` (opt-in), a tick whose delete move found no room for any
+victim may instead launch one cheaper node that holds the work of one or more victims
+and drain them (``replace.py``).
+
 With ``consolidate_cpu`` > 0, nodes without GPUs are victims too when at most that
 share of their CPUs is in use (GPU nodes go first, then CPU nodes, each least used
 first). At most ``consolidate_per_tick`` victims a tick, and no more than the disruption
@@ -37,7 +41,9 @@ from __future__ import annotations
 import numpy as np
 
 from vecsched.engine.model.dtypes import IMPLICIT_PREFIX, PRIVATE_PREFIX, Cause, Status
+from vecsched.engine.solver.prices import price_vector
 from .disruption import budget_left, opted_out
+from .replace import best_replacement, nothing_on_its_way
 from .options import EfficientOptions
 from .state import State
 
@@ -76,12 +82,14 @@ def _low_use(p, used: np.ndarray, opts: EfficientOptions) -> tuple[np.ndarray, n
     return share, low
 
 
-def consolidate(st: State, opts: EfficientOptions) -> None:
+def consolidate(st: State, opts: EfficientOptions) -> int:
+    """The delete move, else (opt-in) the replace move; returns how many victims a
+    replacement launched this tick is for (0: none)."""
     p = st.p
     g = p.gpu_col
     if (opts.consolidate <= 0 and opts.consolidate_cpu <= 0) or p.N == 0 \
             or not _nothing_pending(st):
-        return
+        return 0
     N = p.N
     real = np.asarray([not (r.startswith(IMPLICIT_PREFIX) or r.startswith(PRIVATE_PREFIX))
                        for r in p.resources], bool)
@@ -96,20 +104,41 @@ def consolidate(st: State, opts: EfficientOptions) -> None:
     cand = np.flatnonzero(victim)
     gpu_node = p.node_total[:, g] > 0 if g >= 0 else np.zeros(N, bool)
     room = min(opts.consolidate_per_tick, budget_left(p, st, opts))
-    if cand.size == 0 or room <= 0:
-        return
+    if cand.size == 0:
+        return 0
+    order = cand[np.lexsort((cand, share[cand], ~gpu_node[cand]))]
+    taken = _delete(st, opts, order, used, real, running & ~victim, room) if room > 0 else 0
+    if taken or room <= 0 or not opts.consolidate_replace or not nothing_on_its_way(st, p):
+        return 0
+    order = np.asarray([v for v in order.tolist() if not st.keeps_min(v)], np.int64)
+    t, took = best_replacement(st, price_vector(p, opts.prices, opts.gpu_weight), order,
+                               used, real, room)
+    if t < 0:
+        return 0
+    st.launch(t)
+    deadline_ms = int(round(opts.drain_deadline_s * 1000))
+    for v in took:
+        st.terminate(v, Cause.CONSOLIDATE, deadline_ms)
+    return len(took)
+
+
+def _delete(st: State, opts: EfficientOptions, order, used, real, hosts0, room: int) -> int:
+    """The delete move (module docstring): drains at most ``room`` victims of ``order``;
+    returns how many."""
+    p = st.p
+    N = p.N
     deadline_ms = int(round(opts.drain_deadline_s * 1000))
     free = np.where(real[None, :], st.free[:N], 0.0).copy()
     taken = 0
     gone = np.zeros(N, bool)
-    for v in cand[np.lexsort((cand, share[cand], ~gpu_node[cand]))].tolist():
+    for v in order.tolist():
         if taken >= room:
             break
         if st.keeps_min(v):
             continue
         need = used[v]
         cols = need > _EPS
-        hosts = running & ~victim & ~gone
+        hosts = hosts0 & ~gone
         fits = np.flatnonzero(hosts & (free[:, cols] >= need[cols] - _EPS).all(axis=1))
         if fits.size == 0:
             continue
@@ -117,3 +146,4 @@ def consolidate(st: State, opts: EfficientOptions) -> None:
         gone[v] = True
         st.terminate(v, Cause.CONSOLIDATE, deadline_ms)
         taken += 1
+    return taken

@@ -62,6 +62,9 @@ class EfficientOptions:
     stops the ray node for any termination but an idle one): only for work that
     restarts (tasks with retries, actors with restarts, gang jobs excluded: a
     node hosting placement-group bundles is never chosen).
+    ``consolidate_replace`` (opt-in): where no running node has room for a victim's
+    work, launch one cheaper node that holds it and drain the victim (``replace.py``;
+    measured neutral on the workload suite, docs/consolidation.md).
 
     ``tick_budget_s`` (default None: no budget, the limits above as they are): the
     CP-SAT steps' share of one tick. The gang packing gets at most ``CPSAT_SHARE`` of
@@ -107,6 +110,7 @@ class EfficientOptions:
     consolidate_after_s: float = 0.0
     consolidate_hold: frozenset = frozenset()
     consolidate_windows: tuple = ()
+    consolidate_replace: bool = False
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -185,6 +189,9 @@ def _check_consolidation_safety(o: EfficientOptions) -> None:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
         raise ValueError(f"options.outdated_budget_pct: must be a number in [0, 1] (0: no "
                          f"limit), got {v!r}")
+    if not isinstance(o.consolidate_replace, bool):
+        raise ValueError(f"options.consolidate_replace: must be True or False, "
+                         f"got {o.consolidate_replace!r}")
     v = o.consolidate_cpu
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
         raise ValueError(f"options.consolidate_cpu: must be a number in [0, 1), got {v!r}")

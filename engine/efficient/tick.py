@@ -62,7 +62,9 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
     _idle(st)
     if opts.cancel_pending:
         _cancel_pending(st, opts.cancel_booting)
-    consolidate(st, opts)
+    replaced = consolidate(st, opts)
+    if replaced:
+        stats["consolidate_replace"] = replaced      # victims the launched node is for
     if opts.tick_budget_s is not None:
         stats["budget_guard"] = guard.fired
     return _assemble(st, run_order, infeasible, why, placements,
