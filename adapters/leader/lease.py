@@ -33,6 +33,13 @@ that fails, times out or is answered late never extends `valid_until`. `token()`
 the only way to obtain the right to act; it raises `NotLeader` once the lease is no
 longer valid, and records the step-down.
 
+A grant from a backend that had lost its records (`Grant.reset`: a Redis restarted
+empty) cannot tell whether a holder from before the loss still believes it leads: that
+holder's lease runs until `ttl` after its last renewal, sent before the loss. The new
+holder therefore renews but does not act (`leading()` False, `token()` refuses) until
+`ttl` has passed since its own acquisition was sent; by then, by the clock rule above,
+every earlier holder has stopped acting.
+
 Clocks are injected (`clock`: a callable returning monotonic ns) so tests can drive
 time; `LeaseKeeper` runs `poll()` on a thread for a long-lived replica.
 """
@@ -121,6 +128,7 @@ class LeaseStats:
         self.renew_rejected = 0          # the backend said the lease is no longer ours
         self.epoch_regressions = 0       # grants at or below the floor, refused here
         self.backend_resets = 0          # grants where the backend had lost its epoch
+        self.reset_waits_ms = 0.0        # time held without acting after such grants
         self.losses: dict[str, int] = {}  # step-downs by reason
         self.latency_ms: deque[float] = deque(maxlen=window)   # renew round trips
         self.max_latency_ms = 0.0
@@ -137,7 +145,7 @@ class LeaseStats:
             "renewals": self.renewals, "renew_failures": self.renew_failures,
             "renew_rejected": self.renew_rejected, "losses": dict(self.losses),
             "max_epoch_seen": max_epoch_seen, "epoch_regressions": self.epoch_regressions,
-            "backend_resets": self.backend_resets,
+            "backend_resets": self.backend_resets, "reset_waits_ms": self.reset_waits_ms,
             "renew_latency_ms": {"p50": q(0.5), "p99": q(0.99), "max": self.max_latency_ms,
                                  "samples": len(lat)},
         }
@@ -180,6 +188,7 @@ class Lease:
         self._lock = threading.RLock()
         self.epoch = 0                  # the epoch held, 0 when not leading
         self.valid_until_ns = 0
+        self.act_after_ns = 0           # after a reset grant: act only from this time on
         self.last_sent_ns = 0           # when the last successful acquire / renew left
         self.max_epoch_seen = 0         # highest epoch this replica has heard of
         self.floor_source = floor_source
@@ -194,15 +203,21 @@ class Lease:
         """Holds a lease that is still valid by this replica's clock (an expiry seen
         here is recorded as a step-down)."""
         with self._lock:
-            if self.epoch > 0 and self.now_ns() >= self.valid_until_ns:
+            now = self.now_ns()
+            if self.epoch > 0 and now >= self.valid_until_ns:
                 self._lose("expired")
-            return self.epoch > 0
+            return self.epoch > 0 and now >= self.act_after_ns
 
     def token(self) -> Token:
         """The right to act now, or NotLeader (and a recorded step-down) if the lease
         is not valid any more. Call it right before every write and cloud call."""
         with self._lock:
-            if self.epoch > 0 and self.now_ns() < self.valid_until_ns:
+            now = self.now_ns()
+            if self.epoch > 0 and now < self.valid_until_ns:
+                if now < self.act_after_ns:
+                    raise NotLeader(f"{self.holder}: epoch {self.epoch} was granted by a "
+                                    f"backend that lost its records; waiting out any "
+                                    f"earlier holder until the lease's ttl has passed")
                 return Token(self.epoch, self.holder, self.valid_until_ns)
             if self.epoch > 0:
                 self._lose("expired")
@@ -253,6 +268,9 @@ class Lease:
                 return False
             if g.epoch > floor:
                 self.stats.backend_resets += int(g.reset)
+                if g.reset:
+                    self.act_after_ns = t0 + self._ttl_ns
+                    self.stats.reset_waits_ms += self._ttl_ns / 1e6
                 self.epoch = g.epoch
                 self.last_sent_ns = t0
                 self.valid_until_ns = t0 + self._ttl_ns - self._margin_ns
@@ -332,6 +350,7 @@ class Lease:
     def _lose(self, reason: str) -> None:
         self.epoch = 0
         self.valid_until_ns = 0
+        self.act_after_ns = 0
         self.stats.losses[reason] = self.stats.losses.get(reason, 0) + 1
 
 
