@@ -8,8 +8,8 @@ import itertools
 import pytest
 
 from vecsched.adapters.leader import (FencedOut, FencedStorage, Keys, Lease,
-                                      RedisLeaseBackend, RunIdWatch, VolatileRedis, connect, holder_id,
-                                      require_persistence)
+                                      RedisLeaseBackend, RunIdWatch, VolatileRedis, connect,
+                                      holder_id, require_persistence)
 from vecsched.adapters.leader.lease import Grant, LeaseBackend
 from vecsched.adapters.sim.redis_server import RedisServer
 from tests.kits.ha_kit import redis_server  # noqa: F401 (fixture)
