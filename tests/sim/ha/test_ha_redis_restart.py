@@ -277,6 +277,12 @@ def test_ha_demo_redis_restart(tmp_path):
     assert result["launches_lost"] == 0 and result["launches_duplicated"] == 0
     assert result["demand_lost"] == 0
     assert result["stuck_s"] is not None and result["stuck_s"] > 0
+    # The next leader was granted by the emptied Redis: it waited out the old one, and
+    # that wait is reported (and is part of stuck_s, not subtracted from it).
+    fault = result["detail"]["faults"][0]
+    assert result["reset_wait_s"] > 0 and 0 < fault["next_wait_s"] <= result["lease_ttl_s"]
+    assert fault["next_granted_waiting_at"] < fault["next_acquired_at"]
+    assert result["detail"]["reset_waits"][0]["epoch"] > fault["epoch_before"]
     assert len(result["detail"]["rebuilds"]) >= 1
     assert "WorldMismatch" not in result["detail"]["replica_errors"]
     assert result["detail"]["epochs_written"][-1] > result["detail"]["faults"][0]["epoch_before"]
