@@ -175,7 +175,9 @@ def test_the_next_leader_waits_while_the_old_one_makes_its_recorded_calls(redis_
     renews and tries to step. B must make no cloud call (not even its claim) until
     A's lease has run out; every recorded call of A is accepted; B then rebuilds from
     a complete cloud list and the run ends as the reference run. (Without the wait,
-    B's claim fenced A out half-way: 37 or 41 instances against 38.)"""
+    B's claim fences A out before its recorded launches and A's step raises
+    CloudRefused; in the demo, when that happened half-way through them, the run
+    ended with 41 instances against 38 and 2 demand units lost.)"""
     ref_world, ref_records = reference_run(redis_server, DemoConfig(sim=SMALL,
                                                                     scheduler="baseline"))
     world = LocalWorld(World(SMALL))
