@@ -34,6 +34,8 @@ epoch creates the new object above it, and ``try_acquire``'s ``floor`` (which
 from durable places such as the fenced records or the cloud's fence) lifts the
 grant above epochs this backend never saw. Only a replica that knows of no such
 epoch anywhere could be granted one again (as with a Redis that lost its data).
+A Lease created while an epoch was known is a grant after a loss (`Grant.reset`):
+the deleted object's holder may still act until its own lease runs out.
 """
 from __future__ import annotations
 
@@ -225,7 +227,9 @@ class KubeLeaseBackend(LeaseBackend):
             code, out = self._request("POST", self._collection, body)
             if code == 201:
                 self._observe(out)
-                return Grant(True, epoch, holder, int(ttl_ms))
+                # Gone although an epoch was known: a deleted Lease, whose holder may
+                # still act until its own lease runs out (`Lease` waits it out).
+                return Grant(True, epoch, holder, int(ttl_ms), reset=epoch > 1)
             if code != 409:
                 raise BackendError(f"kube lease: create answered {code}: {out.get('message')}")
             return self._grant(self._get(), False)     # somebody else created it first

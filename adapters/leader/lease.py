@@ -33,6 +33,26 @@ that fails, times out or is answered late never extends `valid_until`. `token()`
 the only way to obtain the right to act; it raises `NotLeader` once the lease is no
 longer valid, and records the step-down.
 
+A renewal the backend *refuses* while the lease is still valid by this clock means
+the backend lost the lease's record (a Redis restarted empty, a deleted Lease
+object): under the rule above nobody else can have been granted it otherwise. The
+holder then stops renewing but keeps the right to act until `valid_until`, as after a
+renewal that failed: a tick whose records were written before the loss can still
+make its recorded cloud calls, instead of leaving some made and some not.
+
+That is safe because a grant from a backend that had lost its records waits out
+every holder from before the loss: such a holder's lease runs until `ttl` after its
+last renewal, sent before the loss. The new holder renews but does not act
+(`leading()` False, `token()` refuses: `waiting()`) until `ttl` has passed since its
+own acquisition was sent; by then, by the clock rule above, every earlier holder has
+stopped acting. A grant waits so when the backend says it lost its epoch record
+(`Grant.reset`), when this replica has seen evidence of a loss itself (the backend
+granted at or below the floor; or a lease of ours, valid by our clock, was fenced
+out: someone else was granted an epoch at or above ours meanwhile, which only a
+backend that forgot us does), the wait then running from that earlier acquisition.
+The time held back is counted (`LeaseStats.reset_waits`, `reset_waits_ms`): it is
+time in which no replica acts.
+
 Clocks are injected (`clock`: a callable returning monotonic ns) so tests can drive
 time; `LeaseKeeper` runs `poll()` on a thread for a long-lived replica.
 """
@@ -121,6 +141,8 @@ class LeaseStats:
         self.renew_rejected = 0          # the backend said the lease is no longer ours
         self.epoch_regressions = 0       # grants at or below the floor, refused here
         self.backend_resets = 0          # grants where the backend had lost its epoch
+        self.reset_waits = 0             # grants held back to wait out an earlier holder
+        self.reset_waits_ms = 0.0        # the time they were held back, in total
         self.losses: dict[str, int] = {}  # step-downs by reason
         self.latency_ms: deque[float] = deque(maxlen=window)   # renew round trips
         self.max_latency_ms = 0.0
@@ -137,7 +159,8 @@ class LeaseStats:
             "renewals": self.renewals, "renew_failures": self.renew_failures,
             "renew_rejected": self.renew_rejected, "losses": dict(self.losses),
             "max_epoch_seen": max_epoch_seen, "epoch_regressions": self.epoch_regressions,
-            "backend_resets": self.backend_resets,
+            "backend_resets": self.backend_resets, "reset_waits": self.reset_waits,
+            "reset_waits_ms": self.reset_waits_ms,
             "renew_latency_ms": {"p50": q(0.5), "p99": q(0.99), "max": self.max_latency_ms,
                                  "samples": len(lat)},
         }
@@ -180,6 +203,10 @@ class Lease:
         self._lock = threading.RLock()
         self.epoch = 0                  # the epoch held, 0 when not leading
         self.valid_until_ns = 0
+        self.act_after_ns = 0           # after a reset grant: act only from this time on
+        self.acquired_ns = 0            # when the acquisition of the held epoch left
+        self.refused = False            # the backend refused a renewal: valid_until is final
+        self._settle_until_ns = 0       # a loss was seen: no grant acts before this time
         self.last_sent_ns = 0           # when the last successful acquire / renew left
         self.max_epoch_seen = 0         # highest epoch this replica has heard of
         self.floor_source = floor_source
@@ -191,21 +218,36 @@ class Lease:
         return int(self._clock())
 
     def leading(self) -> bool:
-        """Holds a lease that is still valid by this replica's clock (an expiry seen
-        here is recorded as a step-down)."""
+        """Holds a lease that is still valid by this replica's clock and may act on it
+        (not waiting out an earlier holder); an expiry seen here is recorded as a
+        step-down."""
         with self._lock:
-            if self.epoch > 0 and self.now_ns() >= self.valid_until_ns:
-                self._lose("expired")
-            return self.epoch > 0
+            now = self.now_ns()
+            if self.epoch > 0 and now >= self.valid_until_ns:
+                self._expire()
+            return self.epoch > 0 and now >= self.act_after_ns
+
+    def waiting(self) -> int:
+        """Nanoseconds this replica still waits before it may act on the epoch it
+        holds (0: it acts, or holds nothing)."""
+        with self._lock:
+            if self.epoch == 0:
+                return 0
+            return max(0, self.act_after_ns - self.now_ns())
 
     def token(self) -> Token:
         """The right to act now, or NotLeader (and a recorded step-down) if the lease
         is not valid any more. Call it right before every write and cloud call."""
         with self._lock:
-            if self.epoch > 0 and self.now_ns() < self.valid_until_ns:
+            now = self.now_ns()
+            if self.epoch > 0 and now < self.valid_until_ns:
+                if now < self.act_after_ns:
+                    raise NotLeader(f"{self.holder}: epoch {self.epoch} was granted by a "
+                                    f"backend that lost its records; waiting out any "
+                                    f"earlier holder until the lease's ttl has passed")
                 return Token(self.epoch, self.holder, self.valid_until_ns)
             if self.epoch > 0:
-                self._lose("expired")
+                self._expire()
             raise NotLeader(f"{self.holder}: no valid lease")
 
     def snapshot(self) -> dict:
@@ -252,26 +294,46 @@ class Lease:
             if not g.acquired:
                 return False
             if g.epoch > floor:
-                self.stats.backend_resets += int(g.reset)
-                self.epoch = g.epoch
-                self.last_sent_ns = t0
-                self.valid_until_ns = t0 + self._ttl_ns - self._margin_ns
-                self.stats.acquisitions += 1
+                self._granted(g, t0)
                 return True
             self.stats.epoch_regressions += 1    # the backend went back: never act on it
+            self._settle_from(t0)                # ... and it forgot whoever held before
         try:
             self.backend.release(self.holder, g.epoch)
         except BackendError:
             pass
         return False
 
+    def _granted(self, g: Grant, t0: int) -> None:
+        """Hold the epoch of grant `g`, whose acquisition left at `t0`; after a
+        loss (the backend's word, or what this replica saw) act only once `ttl` has
+        passed since the acquisition that followed the loss."""
+        self.stats.backend_resets += int(g.reset)
+        if g.reset:
+            self._settle_from(t0)
+        self.epoch = g.epoch
+        self.acquired_ns = self.last_sent_ns = t0
+        self.valid_until_ns = t0 + self._ttl_ns - self._margin_ns
+        self.refused = False
+        self.act_after_ns = self._settle_until_ns if self._settle_until_ns > t0 else 0
+        if self.act_after_ns:
+            self.stats.reset_waits += 1
+            self.stats.reset_waits_ms += (self.act_after_ns - t0) / 1e6
+        self.stats.acquisitions += 1
+
+    def _settle_from(self, t0: int) -> None:
+        """A loss of the backend's records was seen by an acquisition sent at `t0`:
+        every holder from before it stops acting by `t0 + ttl`."""
+        self._settle_until_ns = max(self._settle_until_ns, t0 + self._ttl_ns)
+
     def renew(self) -> bool:
-        """Extend the lease; False if it is lost (rejected) or the backend failed (the
-        lease then runs out on its own at valid_until_ns)."""
+        """Extend the lease; False if the backend refused (the lease is not ours on
+        the backend any more) or failed. Either way the lease runs out on its own at
+        valid_until_ns; after a refusal it is never renewed again."""
         with self._lock:
             epoch = self.epoch
-        if epoch == 0:
-            return False
+            if epoch == 0 or self.refused:
+                return False
         t0 = self.now_ns()
         try:
             ok = self.backend.renew(self.holder, epoch, self.ttl_ms)
@@ -289,7 +351,10 @@ class Lease:
                 return False
             if not ok:
                 self.stats.renew_rejected += 1
-                self._lose("lost")
+                if self.now_ns() < self.valid_until_ns:
+                    self.refused = True         # act on until valid_until, renew no more
+                else:
+                    self._lose("lost")
                 return False
             self.stats.renewals += 1
             self.last_sent_ns = t0
@@ -302,9 +367,10 @@ class Lease:
         whether this replica leads afterwards."""
         with self._lock:
             if self.epoch > 0 and self.now_ns() >= self.valid_until_ns:
-                self._lose("expired")
+                self._expire()
             leading = self.epoch > 0
-            due = leading and self.now_ns() - self.last_sent_ns >= self._renew_every_ns
+            due = leading and not self.refused and \
+                self.now_ns() - self.last_sent_ns >= self._renew_every_ns
         if not leading:
             return self.try_acquire()
         if due:
@@ -312,9 +378,14 @@ class Lease:
         return self.leading()
 
     def lose(self, reason: str) -> None:
-        """Step down now (e.g. a write was fenced out: a newer epoch exists)."""
+        """Step down now (e.g. a write was fenced out: a newer epoch exists). A lease
+        fenced out (`reason` "fenced") while still valid by this clock was taken from
+        under it by a backend that lost its records: the next grant waits out the
+        holder that fenced it (`ttl` from this lease's acquisition)."""
         with self._lock:
             if self.epoch > 0:
+                if reason == "fenced" and self.now_ns() < self.valid_until_ns:
+                    self._settle_from(self.acquired_ns)
                 self._lose(reason)
 
     def release(self) -> None:
@@ -329,9 +400,16 @@ class Lease:
             except BackendError:
                 pass                    # it expires on its own
 
+    def _expire(self) -> None:
+        """The held lease ran out by this clock: "lost" if the backend had refused a
+        renewal, else "expired"."""
+        self._lose("lost" if self.refused else "expired")
+
     def _lose(self, reason: str) -> None:
         self.epoch = 0
         self.valid_until_ns = 0
+        self.act_after_ns = 0
+        self.refused = False
         self.stats.losses[reason] = self.stats.losses.get(reason, 0) + 1
 
 

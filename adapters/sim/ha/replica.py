@@ -1,7 +1,8 @@
 """An autoscaler replica as its own process (`python -m vecsched.adapters.sim.ha.replica CONFIG`).
 
-It reports to its parent as JSON lines on stdout (`ev`: ready, leader, reloaded,
-hold, fenced, passive, error, redis-restart, rebuilt, tick, stats, exit; `t`: CLOCK_MONOTONIC seconds,
+It reports to its parent as JSON lines on stdout (`ev`: ready, leader, waiting,
+reloaded, hold, fenced, passive, error, redis-restart, rebuilt, tick, stats, exit; `t`:
+CLOCK_MONOTONIC seconds,
 comparable across the processes of one machine) and takes commands on stdin:
 
     start                     begin (the lease keeper runs from `ready` on)
@@ -25,6 +26,10 @@ refuses to start against a Redis that persists nothing unless its config says
 `allow_volatile_redis`. It watches Redis's run id: after a restart it steps down and
 drops what it cached, and every epoch it hears of (the cloud's fence, read while
 passive or learnt from a refusal) raises the floor of its next lease acquisition.
+A lease granted after a loss of the backend's records waits out the holder from
+before the loss (`Lease.waiting()`): meanwhile the replica reports `waiting` once,
+keeps renewing (its keeper) and reads as a passive replica does, but does not tick;
+it reports `leader` when the wait is over.
 """
 from __future__ import annotations
 
@@ -140,6 +145,7 @@ class _Loop:
     world: WorldClient
     auto: Optional[Autoscaler] = None
     was_leader: int = 0
+    waited: int = 0                # the last epoch whose wait was reported
     first_write: Optional[float] = None
     last_read: float = 0.0
     next_tick: float = 0.0
@@ -204,6 +210,7 @@ class _Loop:
         if self.was_leader:
             emit("passive", epoch=self.was_leader, stats=lease.snapshot())
             self.was_leader = 0
+        self.report_wait()
         if time.monotonic() - self.last_read >= cfg.passive_read_s:
             self.last_read = time.monotonic()
             try:
@@ -212,6 +219,15 @@ class _Loop:
             except (StorageUnavailable, CorruptState, WorldUnavailable):
                 pass
         time.sleep(cfg.poll_s)
+
+    def report_wait(self) -> None:
+        """Report, once per epoch, a lease held but waiting out an earlier holder."""
+        lease = self.lease
+        epoch, wait_ns = lease.epoch, lease.waiting()
+        if wait_ns and epoch and epoch != self.waited:
+            self.waited = epoch
+            emit("waiting", epoch=epoch, wait_s=wait_ns / 1e9,
+                 backend_resets=lease.stats.backend_resets)
 
     def tick(self, epoch: int) -> None:
         """One autoscaler step as the leader of `epoch`, and the events it calls for."""

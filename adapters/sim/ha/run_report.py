@@ -13,7 +13,14 @@ they were granted (`epoch_regressions` also counts the epochs the world or the s
 saw from two holders, which needs no replica's word).
 
 `stuck_s` (after a Redis restart): the longest stretch, from the moment Redis went
-down, in which the world did not advance a tick.
+down, in which the world did not advance a tick. It includes, on purpose, the wait
+of the replica granted the lease by the emptied Redis (`reset_wait_s`: it holds the
+lease but does not act until one ttl after its acquisition, so that the old leader,
+whose lease runs by its own clock, has stopped acting): that wait is time in which
+no leader makes progress, and is counted as such.
+
+`reset_wait_s`: the time the replicas held a granted lease back that way, in total
+(their lease counters, `LeaseStats.reset_waits_ms`); 0 in a run without a loss.
 """
 from __future__ import annotations
 
@@ -148,10 +155,18 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
         "demand_delayed": f.demand_delayed,
         "epoch_regressions": len(f.regressions),
         "stuck_s": max(f.stuck) if f.stuck and None not in f.stuck else None,
+        "reset_wait_s": _reset_wait_s(result),
         "checks": checks,
         "ok": all(checks.values()),
         "detail": _detail(f, dc, result, ref_world),
     }
+
+
+def _reset_wait_s(result: dict) -> float:
+    """Seconds the replicas held granted leases back to wait out an earlier holder
+    (their lease counters; a replica killed before its `stats` has none)."""
+    return round(sum(s["lease"].get("reset_waits_ms", 0.0)
+                     for s in result["replica_stats"].values()) / 1000, 3)
 
 
 def _figures(dc, result: dict, ref_world: dict) -> _Figures:
@@ -296,6 +311,7 @@ def _detail(f: _Figures, dc, result: dict, ref_world: dict) -> dict:
         "regressed_epochs": f.regressions, "replica_errors": dict(f.errors),
         "rebuilds": f.rebuilds,
         "redis_restarts_seen": [e for e in f.events if e["ev"] == "redis-restart"],
+        "reset_waits": [e for e in f.events if e["ev"] == "waiting"],
         "cloud_instances": len(f.ha), "reference_cloud_instances": len(f.ref),
         "launch_calls_replayed": f.replays,
         "lost": f.lost, "never_sent": f.never_sent, "duplicated": f.duplicated,

@@ -10,12 +10,15 @@ The run (after the same reference run as the default scenario):
    and the leader is let go: it makes the recorded calls (its epoch is still the
    cloud's), then notices the restart (Redis's run id) and steps down;
 4. the next leader (either replica) is granted an epoch above every epoch it has
-   seen, claims it at the cloud, finds no records and rebuilds them from the
-   cloud's instance list, and the run goes on to its last tick.
+   seen; the grant came from a Redis that lost its records, so it first waits out
+   the old leader (renewing, not ticking: one ttl from its acquisition, by which
+   time the old leader's own lease is over); then it claims its epoch at the
+   cloud, finds no records and rebuilds them from the cloud's instance list, and
+   the run goes on to its last tick.
 
 `ha.json` then has what the default scenario has (computed the same way, from the
-world's record and the audit before and after the restart), and `epoch_regressions`
-and `stuck_s` (`run_report.py`).
+world's record and the audit before and after the restart), and `epoch_regressions`,
+`stuck_s` and `reset_wait_s` (`run_report.py`).
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable, final_r
 from .procs import Child, DemoError, first_leader, start_replica, world_address
 from .world_server import WorldClient
 
-EVENTS = ("redis-restart", "rebuilt", "error", "fenced")
+EVENTS = ("redis-restart", "rebuilt", "error", "fenced", "waiting")
 
 
 def _audit(server) -> list[dict]:
@@ -56,9 +59,11 @@ def _wait_end(replicas: list[Child], timeout_s: float) -> Child:
                     f"after the Redis restart")
 
 
-def _next_leader(replicas: list[Child], after: float, epoch_before: int):
-    """The first leader event of a new term after the restart: (replica, event)."""
-    seen = [(e["t"], c, e) for c in replicas for e in c.seen("leader")
+def _next_leader(replicas: list[Child], after: float, epoch_before: int,
+                 ev: str = "leader"):
+    """The first `ev` event (leader: acting; waiting: granted but waiting out the
+    old leader) of a new term after the restart: (replica, event)."""
+    seen = [(e["t"], c, e) for c in replicas for e in c.seen(ev)
             if e["t"] > after and e["epoch"] > epoch_before]
     if not seen:
         return None, None
@@ -102,6 +107,7 @@ def orchestrate_restart(server, dc, authkey: bytes, logs: Path, children: list,
 
     ender = _wait_end([a, b], w + dc.sim.ticks * dc.tick_real_s * 3)
     nxt, took = _next_leader([a, b], t_down, epoch_before)
+    _, waited = _next_leader([a, b], t_down, epoch_before, "waiting")
     log(f"tick {dc.sim.ticks} reached by {ender.name}; after the restart "
         f"{nxt.name if nxt else 'nobody'} led with epoch {took['epoch'] if took else '-'}")
     stats = {}
@@ -128,7 +134,10 @@ def orchestrate_restart(server, dc, authkey: bytes, logs: Path, children: list,
                     "requested": held["requested"], "in_flight": held["in_flight"],
                     "epoch_before": epoch_before, "min_epoch": epoch_before + 1,
                     "next": nxt.name if nxt else None,
-                    "next_acquired_at": took["t"] if took else None, "hold_s": 0.0}],
+                    "next_acquired_at": took["t"] if took else None,
+                    "next_granted_waiting_at": waited["t"] if waited else None,
+                    "next_wait_s": waited["wait_s"] if waited else None,
+                    "hold_s": 0.0}],
         "fenced_event": None,
         "leader_events": {c.name: c.seen("leader") for c in (a, b)},
         "replica_events": {c.name: [e for e in c.events if e.get("ev") in EVENTS]

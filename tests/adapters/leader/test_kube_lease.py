@@ -216,7 +216,8 @@ def test_expiry_is_judged_by_the_local_observation_not_renew_time(api):
     it expired; each renewal of A is a new version that restarts B's count; only a
     full duration without a change does."""
     mono = [100 * NS]
-    a = Lease(_backend(api, wall=lambda: 946684800.0), "A", 30.0)      # wall: year 2000
+    a = Lease(_backend(api, wall=lambda: 946684800.0), "A", 30.0,       # wall: year 2000
+              clock=lambda: mono[0])             # A's monotonic clock runs at B's rate
     b = Lease(_backend(api, clock=lambda: mono[0]), "B", 30.0, clock=lambda: mono[0])
     assert a.try_acquire()
     assert _object(api)["spec"]["renewTime"].startswith("2000-01-01")
@@ -232,7 +233,7 @@ def test_expiry_is_judged_by_the_local_observation_not_renew_time(api):
     mono[0] += 1 * NS + 1
     assert b.try_acquire() and b.epoch == 2      # 30 s with no change: expired
     assert not a.renew()                         # A's term is over: the renewal is refused
-    assert a.stats.losses == {"lost": 1}
+    assert a.stats.losses == {"lost": 1}         # (and by A's own clock it had run out)
 
 
 def test_sub_second_ttl_rounds_the_lease_up(api):
@@ -317,3 +318,30 @@ def test_a_recreated_lease_object_never_regrants_an_epoch_the_lease_knew_of(api)
     assert b.try_acquire() and b.epoch == 6
     assert b.stats.epoch_regressions == 0
     assert _object(api)["spec"]["leaseTransitions"] == 6
+
+
+def test_a_deleted_lease_is_a_reset_the_next_holder_waits_out(api):
+    """Someone deletes the Lease object (the stand-in deletes as the API server
+    does) while A holds it: A's renewal is refused, but A may act until its lease
+    runs out by its clock; B, which saw epoch 1, creates the object again with epoch
+    2, a grant after a loss (`reset`): it renews but does not act until one ttl
+    after its acquisition. A first grant on a fresh cluster is no reset."""
+    mono = [100 * NS]
+    clock = lambda: mono[0]                      # noqa: E731
+    a, b = _lease(api, "A", clock=clock), _lease(api, "B", clock=clock)
+    assert a.try_acquire() and a.epoch == 1 and a.leading()
+    assert a.stats.backend_resets == 0           # nothing was known: no wait
+    assert not b.try_acquire() and b.max_epoch_seen == 1
+    api.store.delete("leases", NAMESPACE, NAME, "kubectl")
+    mono[0] += NS // 10
+    assert b.try_acquire() and b.epoch == 2 and b.stats.backend_resets == 1
+    assert not b.leading() and b.waiting() == NS
+    assert not a.renew() and a.refused and a.leading()     # A acts on, renews no more
+    mono[0] += NS // 2
+    assert b.renew() and not b.leading()
+    mono[0] += NS * 4 // 10                      # A's lease is over (0.9 s after its grant)
+    assert not a.leading() and a.stats.losses == {"lost": 1}
+    assert not b.leading()
+    mono[0] += NS // 10                          # one ttl since B's acquisition
+    assert b.leading() and b.token().epoch == 2
+    assert _object(api)["spec"]["leaseTransitions"] == 2

@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
-from vecsched.adapters.leader import (FencedOut, FencedStorage, Keys, Lease, RedisLeaseBackend,
-                                      RunIdWatch, VolatileRedis, connect, holder_id,
-                                      require_persistence)
+from vecsched.adapters.leader import (FencedOut, FencedStorage, Keys, Lease,
+                                      RedisLeaseBackend, RunIdWatch, VolatileRedis, connect,
+                                      holder_id, require_persistence)
 from vecsched.adapters.leader.lease import Grant, LeaseBackend
 from vecsched.adapters.sim.redis_server import RedisServer
 from tests.kits.ha_kit import redis_server  # noqa: F401 (fixture)
@@ -113,14 +113,16 @@ def test_a_backend_without_a_floor_climbs_above_it_without_acting_below(redis_se
         granted.append(inner.read().epoch)
     assert lease.epoch == 4 and lease.stats.epoch_regressions == 3
     assert granted == [1, 2, 3]                      # each refused grant handed back
+    assert not lease.leading() and lease.waiting() > 0   # a loss was seen: it waits
 
 
 def test_zombie_write_after_an_empty_restart_is_refused(redis_server):
     """The leader (epoch 3) checks its lease and pauses; Redis comes back empty; the
     other replica, which saw epoch 3 while passive, is granted 4; the zombie's write
     with epoch 3 is refused as stale, even with the zombie's holder string."""
-    a = _lease(redis_server, holder_id("A"))
-    b = _lease(redis_server, holder_id("B"))
+    now = [0]
+    a = _lease(redis_server, holder_id("A"), clock=lambda: now[0])
+    b = _lease(redis_server, holder_id("B"), clock=lambda: now[0])
     _cycle_to(a, 3)
     assert not b.try_acquire() and b.max_epoch_seen == 3
     sa = FencedStorage(a.backend.client, Keys("c"), a)
@@ -128,6 +130,9 @@ def test_zombie_write_after_an_empty_restart_is_refused(redis_server):
     token = a.token()                                 # checked ... then paused
     redis_server.restart(empty=True)
     assert b.try_acquire() and b.epoch == 4
+    now[0] += 20 * 10**9                              # B waits out A's ttl (renewing),
+    assert b.renew()
+    now[0] += 10 * 10**9 + 1                          # then acts
     sb = FencedStorage(b.backend.client, Keys("c"), b)
     assert sb.batch_update("t", {"x": b"b"}, [], 0).success
     with pytest.raises(FencedOut) as e:
@@ -175,3 +180,4 @@ def test_run_id_watch_notices_a_restart(redis_server):
     redis_server.restart(empty=True)
     assert watch.changed() and watch.restarts == 1
     assert not watch.changed()
+

@@ -212,6 +212,7 @@ def test_ha_demo_backend_kube(tmp_path, scenario):
     else:
         assert len(result["detail"]["rebuilds"]) >= 1
         assert result["stuck_s"] is not None
+        assert result["reset_wait_s"] == 0           # the Lease was never lost: no wait
         assert result["detail"]["epochs_written"][-1] > \
             result["detail"]["faults"][0]["epoch_before"]
     checks = dict(result["checks"])
