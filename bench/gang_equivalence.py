@@ -13,7 +13,9 @@ constraints, pending and outdated nodes). Each is planned with two fixed option 
 ``heuristic`` (``gang_cpsat_bundles=0``: the passes and ``improve.py`` alone). A plan's
 fingerprint is the sha256 of every Plan array, the gang placements and the
 infeasible groups. ``check`` prints each problem whose fingerprint differs and the
-stats of both, and exits 1 when any does.
+stats of both, and exits 1 when any does. It runs with ``PYTHONHASHSEED=0`` (it
+re-executes itself so): the Ray codec orders resource columns by string hash, so a
+raygen problem's columns, and its plan's arrays, differ between processes otherwise.
 """
 from __future__ import annotations
 
@@ -89,6 +91,12 @@ def run(only=None) -> dict:
 
 
 def main(argv=None) -> int:
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # the Ray codec's resource column order follows string hashing: pin it, so
+        # that the raygen problems (and so their plans' bytes) are the same each run
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable, os.path.abspath(__file__)] +
+                 list(sys.argv[1:] if argv is None else argv))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("record", "check"))
     ap.add_argument("file")
