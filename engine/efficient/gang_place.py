@@ -151,7 +151,11 @@ def _rows(place: list, batches) -> np.ndarray:
 
 def _pass(st, costs, opts, batches, order, how: str, tight: bool):
     """One pass over the gangs (module docstring); returns ((G,) bool infeasible,
-    placements (gang, item, slot, units, slot type))."""
+    placements (gang, item, slot, units, slot type)). Per gang the packing variants
+    are tried and the cheapest kept (launch price, then launches, then variant);
+    a variant that would run exactly as an earlier one (same item order, same
+    credit) is not run, and none is tried after one that launches nothing (no later
+    one can beat it). Trials are undone by ``_Undo``, not by full snapshots."""
     p = st.p
     if how == "joint":
         return _joint(st, costs, opts, batches, order, tight)
@@ -159,24 +163,97 @@ def _pass(st, costs, opts, batches, order, how: str, tight: bool):
     place: list = []
     keep = opts.keep_gpu_for_gpu
     variants = ((True, opts.fill_credit), (True, 0.0), (False, 0.0))
+    log = _Undo(st)
     for g in order:
         rows, qty, want, _ = batches[g]
-        best = None
-        for v, (sort, credit) in enumerate(variants):
-            snap = st.snapshot()
-            got = _one(st, costs, rows, qty, want, sort, credit, keep, tight)
+        best, kept = None, None
+        todo = _distinct(variants, costs, qty)
+        for j, v in enumerate(todo):
+            sort, credit = variants[v]
+            out: list = []
+            got = _one(st, costs, rows, qty, want, sort, credit, keep, tight, out)
             if got is not None:
-                key = (_price(st, costs, snap), len(st.new_types) - len(snap[5]), v)
+                key = (log.price(costs), log.launches(), v)
                 if best is None or key < best[0]:
                     best = (key, v)
-            st.restore(snap)
+                    if j == len(todo) - 1 or key[:2] == (0.0, 0):
+                        kept = (got, out)
+                        break
+            log.rollback(out)
         if best is None:
             bad[g] = True
             continue
-        sort, credit = variants[best[1]]
-        for slot, i, n in _one(st, costs, rows, qty, want, sort, credit, keep, tight):
+        if kept is None:
+            sort, credit = variants[best[1]]
+            out = []
+            kept = (_one(st, costs, rows, qty, want, sort, credit, keep, tight, out), out)
+        log.commit(kept[1])
+        for slot, i, n in kept[0]:
             place.append((g, i, slot, n, int(st.type[slot])))
     return bad, place
+
+
+def _distinct(variants, costs: Costs, qty) -> list[int]:
+    """The variants that run differently: (item order, credit) not seen before."""
+    sorted_order = tuple(np.argsort(-costs.size(qty), kind="stable").tolist())
+    seen, out = set(), []
+    for v, (sort, credit) in enumerate(variants):
+        sig = (sorted_order if sort else tuple(range(len(qty))), credit)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(v)
+    return out
+
+
+class _Undo:
+    """Undoing trial packings on a State without copying it whole (a full snapshot
+    per trial was most of a 10k-node tick). ``base`` holds the rows of ``free``,
+    ``label`` and ``received`` as of the last ``commit``; a trial changes only the
+    rows ``place_batch`` reports in its ``out`` (its units go nowhere else; source 0
+    leaves ``cfree`` alone) and launches rows past ``M``, so ``rollback(out)`` copies
+    those rows back and forgets the launches. ``commit(out)`` makes the trial's
+    rows the new base."""
+
+    def __init__(self, st: State):
+        self.st = st
+        self.base = [st.free[:st.M].copy(), st.label[:st.M].copy(), st.received[:st.M].copy()]
+        self._mark()
+
+    def _mark(self) -> None:
+        st = self.st
+        self.M, self.n_new = st.M, len(st.new_types)
+        self.room, self.glob = st.type_room.copy(), st.global_room
+
+    def price(self, costs: Costs) -> float:
+        """The price of the nodes launched since the last commit."""
+        return float(sum(costs.price[t] for t in self.st.new_types[self.n_new:]))
+
+    def launches(self) -> int:
+        return len(self.st.new_types) - self.n_new
+
+    def _rows(self, out) -> np.ndarray:
+        rows = np.fromiter((m for m, _, _ in out), np.int64, len(out))
+        return np.unique(rows[rows < self.M])
+
+    def rollback(self, out) -> None:
+        st = self.st
+        rows = self._rows(out)
+        for arr, base in zip((st.free, st.label, st.received), self.base):
+            arr[rows] = base[rows]
+        st.alive[self.M:st.M] = False
+        st.M = self.M
+        del st.new_types[self.n_new:]
+        st.type_room = self.room.copy()
+        st.global_room = self.glob
+
+    def commit(self, out) -> None:
+        st = self.st
+        rows = self._rows(out)
+        for j, arr in enumerate((st.free, st.label, st.received)):
+            self.base[j][rows] = arr[rows]
+            if st.M > self.M:
+                self.base[j] = np.concatenate([self.base[j], arr[self.M:st.M]])
+        self._mark()
 
 
 def _joint(st, costs, opts, batches, order, tight: bool):
@@ -207,11 +284,13 @@ def _joint(st, costs, opts, batches, order, tight: bool):
         snap = st.snapshot()
 
 
-def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, tight: bool):
-    """One packing of a gang; its placements (slot, item, units), or None."""
+def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, tight: bool,
+         out: list):
+    """One packing of a gang; its placements (slot, item, units), or None. ``out``
+    receives place_batch's own rows (slot, position in the packing order, units),
+    placed or not (``_Undo``)."""
     order = np.argsort(-costs.size(qty), kind="stable") if sort else np.arange(len(rows))
     r, q, w = rows[order], qty[order], want[order]
-    out: list = []
     left = place_batch(st, costs, r, q, w, 0, keep_gpu, credit, out, tight=tight)
     if left.any():
         return None

@@ -251,6 +251,7 @@ class _TypeFit:
         self.price = np.asarray(costs.price, float)
         self.row_ok: dict = {}
         self.anti_id: dict = {}
+        self.cache: dict = {}
 
     def ok(self, pk: Packing, r: int) -> np.ndarray:
         if r not in self.row_ok:
@@ -258,32 +259,47 @@ class _TypeFit:
             self.row_ok[r] = selector_mask(p, r, p.type_label) & anti_mask(p, r, p.type_label)
         return self.row_ok[r]
 
+    def node(self, pk: Packing, s: int):
+        """Slot s's (load (R,), items (k, R) units x bundle, allowed types (T,), sorted
+        distinct anti-affinity ids, whether one is held twice); kept until ``forget``."""
+        got = self.cache.get(s)
+        if got is not None:
+            return got
+        p = pk.p
+        acc, nq, held = 0, [], []
+        ok = np.ones(p.T, bool)
+        for g, i, n in pk.content.get(s, []):
+            q, r = pk.qty_row(g, i)
+            acc = acc + n * q
+            nq.append(n * q)
+            ok &= self.ok(pk, r)
+            key, val = (int(x) for x in p.req.anti[r])
+            if key >= 0:
+                held += [self.anti_id.setdefault((key, val), len(self.anti_id))] * n
+        load = np.zeros(p.R) + acc
+        got = (load, np.asarray(nq, float).reshape(-1, p.R), ok, sorted(set(held)),
+               len(set(held)) < len(held))
+        self.cache[s] = got
+        return got
+
+    def forget(self, *slots) -> None:
+        for s in slots:
+            self.cache.pop(s, None)
+
     def nodes(self, pk: Packing, slots: list):
         """The kernels' per-node arrays for ``slots`` (module docstring of eff_merge)."""
         p = pk.p
-        P, R = len(slots), p.R
-        load = np.zeros((P, R))
-        ok = np.ones((P, p.T), bool)
-        ptr, nq, aptr, aids = [0], [], [0], []
-        adup = np.zeros(P, bool)
-        for j, s in enumerate(slots):
-            acc = 0
-            held = []
-            for g, i, n in pk.content.get(s, []):
-                q, r = pk.qty_row(g, i)
-                acc = acc + n * q
-                nq.append(n * q)
-                ok[j] &= self.ok(pk, r)
-                key, val = (int(x) for x in p.req.anti[r])
-                if key >= 0:
-                    held += [self.anti_id.setdefault((key, val), len(self.anti_id))] * n
-            load[j] = acc
-            ptr.append(len(nq))
-            adup[j] = len(set(held)) < len(held)
-            aids += sorted(set(held))
-            aptr.append(len(aids))
-        return (load, np.asarray(ptr, np.int64), np.asarray(nq, float).reshape(-1, R), ok,
-                np.asarray(aptr, np.int64), np.asarray(aids, np.int64), adup)
+        got = [self.node(pk, s) for s in slots]
+        load = np.asarray([x[0] for x in got], float).reshape(len(slots), p.R)
+        ok = np.asarray([x[2] for x in got], bool).reshape(len(slots), p.T)
+        ptr = np.zeros(len(slots) + 1, np.int64)
+        ptr[1:] = np.cumsum([len(x[1]) for x in got])
+        nq = np.concatenate([x[1] for x in got]) if got else np.zeros((0, p.R))
+        aptr = np.zeros(len(slots) + 1, np.int64)
+        aptr[1:] = np.cumsum([len(x[3]) for x in got])
+        aids = np.asarray([a for x in got for a in x[3]], np.int64)
+        adup = np.asarray([x[4] for x in got], bool)
+        return load, ptr, nq, ok, aptr, aids, adup
 
 
 def _merge_pairs(pk: Packing, costs: Costs, tf: _TypeFit, rounds: int = 64) -> None:
@@ -306,6 +322,7 @@ def _merge_pairs(pk: Packing, costs: Costs, tf: _TypeFit, rounds: int = 64) -> N
         pk.drop(sb)
         pk.room[t] -= 1
         pk.set_node(sa, int(t), items)
+        tf.forget(sa, sb)
 
 
 def _cheaper_types(pk: Packing, costs: Costs, tf: _TypeFit) -> None:
