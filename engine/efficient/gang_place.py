@@ -17,7 +17,9 @@ size), then input order. The pass placing the most bundles, then launching the
 cheapest nodes, wins.
 
 Then, when the tick has at most ``gang_cpsat_bundles`` bundles in groups (OR-Tools
-is then required: ``options``), CP-SAT (``vecsched.engine.solver``) solves all groups
+is then required: ``options``) and the winning pass does not already meet the lower
+bound of ``gang_bound.py`` (then no packing is strictly better: the steps below are
+skipped, ``stats["gang_bound_met"]``), CP-SAT (``vecsched.engine.solver``) solves all groups
 at once over the nodes as they are and new nodes within the launch room, hinted with
 the winning pass, within ``cpsat_dtime`` deterministic seconds (``options.cpsat_limit``
 under a tick budget; one worker, seed 0: reproducible); its packing replaces the
@@ -38,6 +40,7 @@ from vecsched.engine.model.fits import gang_items, gang_strategy
 from vecsched.engine.solver.instance import EXISTING, build_slot_instance
 from .cost import Costs
 from .options import EfficientOptions
+from .gang_bound import bound_met
 from .improve import improve
 from .lns import commit_keys, hint_of, improve_lns
 from .place import place_batch
@@ -103,7 +106,9 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     stats["gang_pass"] = how + ("" if largest else "-input-order") + ("-tight" if tight else "")
     nb = int(sum(b[2].sum() for b in batches))
     cpsat = opts.gang_cpsat_bundles > 0 and nb <= opts.gang_cpsat_bundles  # options: OR-Tools
-    if cpsat and not (guard is not None and guard.spent()):
+    if cpsat and bound_met(st, costs, batches, *best[0][:2]):
+        stats["gang_bound_met"] = 1         # CP-SAT could not be strictly better
+    elif cpsat and not (guard is not None and guard.spent()):
         stats["gang_cpsat"] = 1
         better = _cpsat(st, costs, opts, batches, place, best[0], guard)
         if better is not None:
@@ -249,10 +254,14 @@ class _Undo:
     def commit(self, out) -> None:
         st = self.st
         rows = self._rows(out)
+        if st.M > len(self.base[0]):        # launches: grow the base (doubling)
+            size = max(st.M, 2 * len(self.base[0]))
+            self.base = [np.concatenate([b, np.zeros((size - len(b),) + b.shape[1:], b.dtype)])
+                         for b in self.base]
+        new = np.arange(self.M, st.M)
         for j, arr in enumerate((st.free, st.label, st.received)):
             self.base[j][rows] = arr[rows]
-            if st.M > self.M:
-                self.base[j] = np.concatenate([self.base[j], arr[self.M:st.M]])
+            self.base[j][new] = arr[new]
         self._mark()
 
 
