@@ -58,9 +58,9 @@ class Packing:
                 new_t.append(t)
         E, S = len(alive), len(key)
         self.key, self.row_of, self.E = key, row_of, E
-        self.free = np.concatenate([st.free[alive], p.type_free[new_t].reshape(-1, p.R)])
-        self.label = np.concatenate([st.label[alive],
-                                     p.type_label[new_t].reshape(-1, st.label.shape[1])])
+        new_ix = np.asarray(new_t, np.int64)
+        self.free = np.concatenate([st.free[alive], p.type_free[new_ix]])
+        self.label = np.concatenate([st.label[alive], p.type_label[new_ix].astype(st.label.dtype)])
         self.type = np.concatenate([st.type[alive].astype(np.int64),
                                     np.asarray(new_t, np.int64)])
         self.live = np.ones(S, bool)
