@@ -1,0 +1,44 @@
+"""engine/efficient/improve.py's fallback for selectors that name an anti-affinity key
+(masks recomputed before every unit, each unit moved by its own kernel call, the node's
+moves undone from a copy when one unit fits nowhere) plans as the batched path does
+when the masks cannot change, on gang ticks and the differential generator's states
+(selectors, every strategy)."""
+from __future__ import annotations
+
+import numpy as np
+
+from vecsched.engine import schedule
+from vecsched.engine.efficient import EfficientOptions
+from vecsched.engine.efficient import improve as improve_mod
+
+from tests.kits.ganggen import gang_tick
+
+PLAN = ("launch", "new_type", "term_node", "place_slot", "place_run", "place_count",
+        "gang_infeasible")
+
+
+def _plans(problems, opts):
+    return [schedule(p, mode="efficient", options=opts) for p in problems]
+
+
+def test_per_unit_fallback_plans_like_the_batched_path(monkeypatch):
+    from vecsched.adapters.ray.codec import decode
+    from tests.kits.raygen import make_request
+    problems = [gang_tick(s, bundles=40) for s in range(4)]
+    problems += [p for p in (decode(make_request(s)).problem for s in range(30)) if p.G]
+    opts = EfficientOptions(gang_cpsat_bundles=0)
+    calls = {"stale": 0}
+    batched = _plans(problems, opts)
+    real = improve_mod._empty_stale
+
+    def counted(*a):
+        calls["stale"] += 1
+        return real(*a)
+    monkeypatch.setattr(improve_mod, "_selectors_see_anti", lambda p: True)
+    monkeypatch.setattr(improve_mod, "_empty_stale", counted)
+    fallback = _plans(problems, opts)
+    assert calls["stale"] > 20
+    for k, (a, b) in enumerate(zip(batched, fallback)):
+        for name in PLAN:
+            assert np.array_equal(getattr(a, name), getattr(b, name)), (k, name)
+        assert np.array_equal(a.stats["gang_place"], b.stats["gang_place"]), k
