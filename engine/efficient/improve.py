@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vecsched.engine.kernels.eff_empty import empty_node
+from vecsched.engine.kernels.eff_empty import block_max, empty_node
 from vecsched.engine.kernels.eff_merge import cheapest_type, first_merge
 from vecsched.engine.model.fits import FIT_SLACK, anti_mask, selector_mask
 from .cost import Costs
@@ -204,14 +204,15 @@ def _empty_new_nodes(pk: Packing, costs: Costs) -> None:
                                     key=lambda j: (fill[j], -price[j], pk.key[new[j]]))]
     stale = _selectors_see_anti(pk.p)
     masks = _Masks(pk)
+    bmax = block_max(pk.free)           # free room only shrinks here: stays a bound
     for m in order:
         units = _units(pk, costs, m)
         if stale:
-            ok, tgt = _empty_stale(pk, m, units)
+            ok, tgt = _empty_stale(pk, m, units, bmax)
         else:
             uq, ukey, uval, mask_of = _unit_arrays(pk, units, masks)
             ok, tgt = empty_node(pk.free, pk.label, pk.live, m, uq, ukey, uval, masks.table(),
-                                 mask_of, SLACK)
+                                 mask_of, SLACK, bmax)
         if not ok:
             continue
         for (g, i), s in zip(units, tgt.tolist()):
@@ -219,7 +220,7 @@ def _empty_new_nodes(pk: Packing, costs: Costs) -> None:
         pk.drop(m)
 
 
-def _empty_stale(pk: Packing, m: int, units: list):
+def _empty_stale(pk: Packing, m: int, units: list, bmax):
     """``empty_node`` one unit at a time, the selector masks recomputed before each
     (a selector names an anti-affinity key, so a move may change them)."""
     saved = (pk.free.copy(), pk.label.copy())
@@ -228,7 +229,7 @@ def _empty_stale(pk: Packing, m: int, units: list):
         masks = _Masks(pk)
         uq, ukey, uval, mask_of = _unit_arrays(pk, [u], masks)
         ok, at = empty_node(pk.free, pk.label, pk.live, m, uq, ukey, uval, masks.table(),
-                            mask_of, SLACK)
+                            mask_of, SLACK, bmax)
         if not ok:
             pk.free[:], pk.label[:] = saved
             return False, np.zeros(0, np.int64)

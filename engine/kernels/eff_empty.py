@@ -11,10 +11,32 @@ A unit fits on a slot when one more unit fits its free room (every positive colu
 the free-to-bundle ratio, times ``slack``, at least 1: ``engine/model/fits.fit_count``),
 its selectors hold and the slot does not carry its anti-affinity label. Placing it
 subtracts the bundle from the slot's free room (clipped at 0) and sets the label.
+
+``bmax`` (ceil(S / BLOCK), R) bounds the free room of each block of ``BLOCK``
+consecutive slots from above (``block_max``; free room only shrinks while nodes are
+emptied, so a bound taken before stays one): a block where one column's bound
+cannot hold the unit is skipped whole. Division and the slack product are monotonic,
+so no slot that fits is ever skipped and the first fit is the same.
 """
 import numpy as np
 
 from ._jit import njit, njit_inner
+
+BLOCK = 64
+
+
+@njit
+def block_max(free):
+    """(ceil(S / BLOCK), R) the largest free room per column in each block of slots."""
+    S, R = free.shape
+    nb = (S + BLOCK - 1) // BLOCK
+    out = np.zeros((nb, R))
+    for s in range(S):
+        b = s // BLOCK
+        for r in range(R):
+            if free[s, r] > out[b, r]:
+                out[b, r] = free[s, r]
+    return out
 
 
 @njit_inner(hot=True)
@@ -43,10 +65,20 @@ def _allowed(label, s, key, val, masks, k):
     return True
 
 
+@njit_inner(hot=True)
+def _block_may_fit(bmax, b, q, slack):
+    """Whether some slot of block b may hold one unit of q (bmax bounds its room)."""
+    for r in range(q.shape[0]):
+        if q[r] > 0 and (bmax[b, r] / q[r]) * slack < 1.0:
+            return False
+    return True
+
+
 @njit
-def empty_node(free, label, live, m, uq, ukey, uval, masks, mask_of, slack):
+def empty_node(free, label, live, m, uq, ukey, uval, masks, mask_of, slack, bmax):
     """Move every unit off slot m (module docstring), first fit over the live slots
-    in slot order, m excluded. Returns (ok, targets (U,)): on success ``free`` and
+    in slot order, m excluded; ``bmax`` from ``block_max`` of ``free`` (or of an
+    earlier ``free`` no row of which was smaller). Returns (ok, targets (U,)): on success ``free`` and
     ``label`` hold the moves and targets[u] is unit u's slot; when a unit fits
     nowhere both arrays are restored as they were and ok is False."""
     U = uq.shape[0]
@@ -57,15 +89,20 @@ def empty_node(free, label, live, m, uq, ukey, uval, masks, mask_of, slack):
     for u in range(U):
         key = ukey[u]
         at = -1
-        for s in range(S):
-            if s == m or not live[s]:
+        for b in range(bmax.shape[0]):
+            if not _block_may_fit(bmax, b, uq[u], slack):
                 continue
-            if not _one_fits(free, s, uq[u], slack):
-                continue
-            if not _allowed(label, s, key, uval[u], masks, mask_of[u]):
-                continue
-            at = s
-            break
+            for s in range(b * BLOCK, min(S, (b + 1) * BLOCK)):
+                if s == m or not live[s]:
+                    continue
+                if not _one_fits(free, s, uq[u], slack):
+                    continue
+                if not _allowed(label, s, key, uval[u], masks, mask_of[u]):
+                    continue
+                at = s
+                break
+            if at >= 0:
+                break
         if at < 0:
             for v in range(u - 1, -1, -1):
                 s = tgt[v]

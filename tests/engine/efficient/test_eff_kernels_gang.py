@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vecsched.engine.kernels.eff_empty import empty_node
+from vecsched.engine.kernels.eff_empty import BLOCK, block_max, empty_node
 from vecsched.engine.kernels.eff_merge import cheapest_type, first_merge
 from vecsched.engine.model.fits import FIT_SLACK, fit_count
 
@@ -100,7 +100,8 @@ def test_empty_node_matches_twin(seed):
         mask_of = rng.integers(-1, 2, U).astype(np.int64)
         want = empty_node_twin(free, label, live, m, uq, ukey, uval, masks, mask_of)
         f, lab = free.copy(), label.copy()
-        ok, tgt = empty_node(f, lab, live, m, uq, ukey, uval, masks, mask_of, SLACK)
+        ok, tgt = empty_node(f, lab, live, m, uq, ukey, uval, masks, mask_of, SLACK,
+                             block_max(free))
         assert ok == want[0]
         if ok:
             assert tgt.tolist() == want[1]
@@ -116,13 +117,15 @@ def test_empty_node_edges():
     none = np.ones((0, 3), bool)
     q = np.array([[0.1, 0.0]] * 3 + [[0.0, 0.0]])
     ok, tgt = empty_node(free, label, live, 2, q, np.full(4, -1, np.int64),
-                         np.zeros(4, np.int32), none, np.full(4, -1, np.int64), SLACK)
+                         np.zeros(4, np.int32), none, np.full(4, -1, np.int64), SLACK,
+                         block_max(free))
     assert ok and tgt.tolist() == [0, 0, 0, 0]    # 0.3 holds three 0.1s, then a zero bundle
     # anti-affinity: one unit of a label per slot; the third finds no slot and all undo
     free = np.ones((3, 1)) * 4
     before = free.copy()
     ok, _ = empty_node(free, label, live, 2, np.ones((3, 1)), np.zeros(3, np.int64),
-                       np.full(3, 7, np.int32), none, np.full(3, -1, np.int64), SLACK)
+                       np.full(3, 7, np.int32), none, np.full(3, -1, np.int64), SLACK,
+                       block_max(free))
     assert not ok and np.array_equal(free, before) and (label == -1).all()
 
 
@@ -190,3 +193,25 @@ def test_first_merge_edges():
     # no room for type 0; type 1 (price 4 < 8) has room once the pair gives one back
     assert tuple(first_merge(*args, *free_labels, tsort, price, conf, np.array([0, 0]),
                              tol)) == (0, 1, 1)
+
+
+def test_empty_node_blocks_skip_only_what_cannot_fit():
+    """Many slots over several blocks, mostly full: first fit as the twin finds it,
+    with the block bounds taken on the free room before earlier moves (still bounds)."""
+    rng = np.random.default_rng(7)
+    S, R = 5 * BLOCK + 3, 3
+    for _ in range(60):
+        free = np.where(rng.random((S, R)) < 0.97, 0.0, np.round(rng.random((S, R)) * 4, 1))
+        bound = block_max(free)
+        free[rng.random(S) < 0.5] *= 0.5           # shrunk since the bound was taken
+        label = np.full((S, 1), -1, np.int32)
+        live = rng.random(S) < 0.9
+        U = int(rng.integers(1, 5))
+        uq = np.round(rng.random((U, R)) * 1.5, 1)
+        none, no = np.ones((0, S), bool), np.full(U, -1, np.int64)
+        want = empty_node_twin(free, label, live, 0, uq, no, np.zeros(U, np.int32), none, no)
+        f = free.copy()
+        ok, tgt = empty_node(f, label.copy(), live, 0, uq, no, np.zeros(U, np.int32), none, no,
+                             SLACK, bound)
+        assert ok == want[0] and (not ok or (tgt.tolist() == want[1] and
+                                             f.tobytes() == want[2].tobytes()))
