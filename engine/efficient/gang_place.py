@@ -92,9 +92,13 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
         return np.zeros(0, bool), [], np.zeros((0, 3), np.int64)
     batches = [gang_batch(p, g) for g in range(p.G)]
     best = None
+    seen = set()
     for v, (how, largest, tight) in enumerate(PASSES):
-        snap = st.snapshot()
         order = gang_order(p, costs, largest)
+        if (how, tuple(order), tight) in seen:
+            continue            # runs as an earlier pass did: would tie and lose on v
+        seen.add((how, tuple(order), tight))
+        snap = st.snapshot()
         bad, place = _pass(st, costs, opts, batches, order, how, tight)
         st.restore(snap)
         place = improve(st, costs, batches, place)
