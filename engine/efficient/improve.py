@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from vecsched.engine.kernels.eff_empty import block_max, empty_node
-from vecsched.engine.kernels.eff_merge import cheapest_type, first_merge
+from vecsched.engine.kernels.eff_merge import cheapest_type, merge_rounds
 from vecsched.engine.model.fits import FIT_SLACK, anti_mask, selector_mask
 from .cost import Costs
 from .state import State
@@ -304,19 +304,20 @@ class _TypeFit:
 
 
 def _merge_pairs(pk: Packing, costs: Costs, tf: _TypeFit, rounds: int = 64) -> None:
-    for _ in range(rounds):
-        slots = pk.new_slots()
-        if len(slots) < 2:
-            return
-        load, ptr, nq, ok, aptr, aids, adup = tf.nodes(pk, slots)
-        ntype = pk.type[slots]
-        order = np.asarray(sorted(range(len(slots)),
-                                  key=lambda j: (-tf.price[ntype[j]], pk.key[slots[j]])),
-                           np.int64)
-        a, b, t = first_merge(order, ntype, load, ptr, nq, ok, aptr, aids, adup, tf.tsort,
-                              tf.price, tf.conf, pk.room, tf.cap_tol)
-        if a < 0:
-            return
+    """Up to ``rounds`` merges, each the first pair (dearest first) that one cheaper
+    node holds, searched after the previous one is made (``eff_merge.merge_rounds``);
+    then replayed on the packing in the order made."""
+    slots = pk.new_slots()
+    if len(slots) < 2:
+        return
+    load, ptr, nq, ok, aptr, aids, adup = tf.nodes(pk, slots)
+    ntype = pk.type[slots]
+    rank = np.empty(len(slots), np.int64)
+    rank[sorted(range(len(slots)), key=lambda j: pk.key[slots[j]])] = np.arange(len(slots))
+    order = np.lexsort((rank, -tf.price[ntype])).astype(np.int64)
+    merges = merge_rounds(order, ntype, rank, load, ptr, nq, ok, aptr, aids, adup, tf.tsort,
+                          tf.price, tf.conf, pk.room, tf.cap_tol, rounds)
+    for a, b, t in merges.tolist():
         sa, sb = slots[a], slots[b]
         items = [list(x) for x in pk.content.get(sa, []) + pk.content.get(sb, [])]
         pk.room[pk.type[sa]] += 1

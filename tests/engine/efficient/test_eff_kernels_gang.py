@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vecsched.engine.kernels.eff_empty import BLOCK, block_max, empty_node
-from vecsched.engine.kernels.eff_merge import cheapest_type, first_merge
+from vecsched.engine.kernels.eff_merge import cheapest_type, first_merge, merge_rounds
 from vecsched.engine.model.fits import FIT_SLACK, fit_count
 
 SLACK = 1.0 + FIT_SLACK
@@ -215,3 +215,68 @@ def test_empty_node_blocks_skip_only_what_cannot_fit():
                              SLACK, bound)
         assert ok == want[0] and (not ok or (tgt.tolist() == want[1] and
                                              f.tobytes() == want[2].tobytes()))
+
+
+def merge_rounds_twin(ntype, rank, items, ok, anti, tsort, price, conf, room, cap, rounds):
+    """first_merge_twin again and again, each merge applied (a holds both, b gone,
+    room back for the old types and taken for the new one), order rebuilt each time."""
+    ntype, items, ok = list(ntype), [list(x) for x in items], ok.copy()
+    anti, room, alive, out = [list(x) for x in anti], room.copy(), set(range(len(items))), []
+    for _ in range(rounds):
+        order = np.asarray(sorted(alive, key=lambda j: (-price[ntype[j]], rank[j])), np.int64)
+        a, b, t = first_merge_twin(order, np.asarray(ntype), items, ok, anti, tsort, price,
+                                   conf, room, cap)
+        if a < 0:
+            break
+        out.append((a, b, t))
+        items[a] += items[b]
+        ok[a] &= ok[b]
+        anti[a] += anti[b]
+        room[ntype[a]] += 1
+        room[ntype[b]] += 1
+        room[t] -= 1
+        ntype[a] = t
+        alive.remove(b)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_merge_rounds_matches_twin(seed):
+    """Many small nodes of dear types, cheap big types with little launch room: merges
+    chain (a merged node merges again), room runs out, labels block some pairs."""
+    rng = np.random.default_rng(300 + seed)
+    chains = 0
+    for _ in range(150):
+        T, R, P = int(rng.integers(2, 5)), int(rng.integers(1, 3)), int(rng.integers(2, 26))
+        cap = np.round(rng.random((T, R)) * 8, 1) + 1.0
+        price = np.round(cap.sum(axis=1) * rng.choice([0.5, 1.0, 1.5], T), 1)
+        tsort = np.argsort(price, kind="stable").astype(np.int64)
+        conf = rng.random(T) < 0.95
+        room = rng.integers(0, 2, T).astype(np.int64)
+        cap_tol = cap + 1e-9 * np.abs(cap)
+        ntype = rng.integers(0, T, P).astype(np.int64)
+        items = [[np.round(rng.random(R) * 1.5, 1) for _ in range(int(rng.integers(1, 3)))]
+                 for _ in range(P)]
+        anti = [[int(x) for x in rng.integers(0, 8, int(rng.integers(0, 2)))] for _ in range(P)]
+        ok = rng.random((P, T)) < 0.9
+        load = np.zeros((P, R))
+        for a in range(P):
+            acc = 0
+            for v in items[a]:
+                acc = acc + v
+            load[a] = acc
+        ptr = np.cumsum([0] + [len(x) for x in items]).astype(np.int64)
+        nq = np.asarray([v for x in items for v in x], float).reshape(-1, R)
+        aptr = np.cumsum([0] + [len(set(x)) for x in anti]).astype(np.int64)
+        aids = np.asarray([v for x in anti for v in sorted(set(x))], np.int64)
+        adup = np.asarray([len(set(x)) < len(x) for x in anti], bool)
+        rank = rng.permutation(P).astype(np.int64)
+        order = np.lexsort((rank, -price[ntype])).astype(np.int64)
+        rounds = int(rng.integers(1, 30))
+        got = merge_rounds(order, ntype, rank, load, ptr, nq, ok, aptr, aids, adup, tsort, price,
+                           conf, room, cap_tol, rounds)
+        want = merge_rounds_twin(ntype, rank, items, ok, anti, tsort, price, conf, room, cap,
+                                 rounds)
+        assert [tuple(x) for x in got.tolist()] == want
+        chains += any(a in {x[0] for x in want[:k]} for k, (a, _, _) in enumerate(want))
+    assert chains >= 3
