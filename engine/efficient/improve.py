@@ -332,12 +332,12 @@ def _cheaper_types(pk: Packing, costs: Costs, tf: _TypeFit) -> None:
         items = pk.content.get(s, [])
         if not items:
             continue
-        load, _, _, ok, _, _, adup = tf.nodes(pk, [s])
-        if adup[0]:
+        load, _, ok, _, dup = tf.node(pk, s)
+        if dup:
             continue
         t0 = int(pk.type[s])
-        t = cheapest_type(load, ok, 0, tf.tsort, tf.price, tf.conf, pk.room, -1, -1,
-                          tf.cap_tol, tf.price[t0])
+        t = cheapest_type(load[None, :], ok[None, :], 0, tf.tsort, tf.price, tf.conf, pk.room,
+                          -1, -1, tf.cap_tol, tf.price[t0])
         if t >= 0:
             pk.room[t0] += 1
             pk.room[t] -= 1
