@@ -11,7 +11,8 @@ the same as with them.
   node of any configured type with launch room (resources only: selectors would
   only make it harder). Every packing leaves its bundles unplaced.
 - **Launch price**: the possible groups' resources beyond the alive nodes' free room
-  (summed per column: fragmentation and selectors ignored) must come from new nodes;
+  (summed per column: fragmentation and selectors ignored), and at least all of the
+  items that fit no alive node's free room, must come from new nodes;
   the cheapest mix of node counts per type (within launch room) that covers that
   deficit in every column is a small covering integer program, solved by CP-SAT
   (one worker, a tiny deterministic-time limit) for its proven bound. Its numbers
@@ -52,10 +53,14 @@ def launch_price_bound(st: State, costs: Costs, batches, gangs: np.ndarray) -> f
     from ortools.sat.python import cp_model
     p = st.p
     M = st.M
-    need = np.zeros(p.R)
+    free = st.free[:M][st.alive[:M]]
+    need, must = np.zeros(p.R), np.zeros(p.R)
     for g in gangs.tolist():
-        need += (batches[g][1] * batches[g][2][:, None]).sum(axis=0)
-    deficit = np.maximum(need - st.free[:M][st.alive[:M]].sum(axis=0), 0.0)
+        _, qty, want, _ = batches[g]
+        need += (qty * want[:, None]).sum(axis=0)
+        nowhere = np.asarray([not (fit_count(free, q) > 0).any() for q in qty], bool)
+        must += (qty[nowhere] * want[nowhere, None]).sum(axis=0)
+    deficit = np.maximum(np.maximum(need - free.sum(axis=0), 0.0), must)
     if not (deficit > 0).any():
         return 0.0
     types = np.flatnonzero(p.type_configured & (st.type_room > 0))
