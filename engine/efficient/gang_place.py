@@ -17,7 +17,9 @@ size), then input order. The pass placing the most bundles, then launching the
 cheapest nodes, wins.
 
 Then, when the tick has at most ``gang_cpsat_bundles`` bundles in groups (OR-Tools
-is then required: ``options``), CP-SAT (``vecsched.engine.solver``) solves all groups
+is then required: ``options``) and the winning pass does not already meet the lower
+bound of ``gang_bound.py`` (then no packing is strictly better: the steps below are
+skipped, ``stats["gang_bound_met"]``), CP-SAT (``vecsched.engine.solver``) solves all groups
 at once over the nodes as they are and new nodes within the launch room, hinted with
 the winning pass, within ``cpsat_dtime`` deterministic seconds (``options.cpsat_limit``
 under a tick budget; one worker, seed 0: reproducible); its packing replaces the
@@ -38,6 +40,7 @@ from vecsched.engine.model.fits import gang_items, gang_strategy
 from vecsched.engine.solver.instance import EXISTING, build_slot_instance
 from .cost import Costs
 from .options import EfficientOptions
+from .gang_bound import bound_met
 from .improve import improve
 from .lns import commit_keys, hint_of, improve_lns
 from .place import place_batch
@@ -89,9 +92,13 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
         return np.zeros(0, bool), [], np.zeros((0, 3), np.int64)
     batches = [gang_batch(p, g) for g in range(p.G)]
     best = None
+    seen = set()
     for v, (how, largest, tight) in enumerate(PASSES):
-        snap = st.snapshot()
         order = gang_order(p, costs, largest)
+        if (how, tuple(order), tight) in seen:
+            continue            # runs as an earlier pass did: would tie and lose on v
+        seen.add((how, tuple(order), tight))
+        snap = st.snapshot()
         bad, place = _pass(st, costs, opts, batches, order, how, tight)
         st.restore(snap)
         place = improve(st, costs, batches, place)
@@ -103,7 +110,9 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     stats["gang_pass"] = how + ("" if largest else "-input-order") + ("-tight" if tight else "")
     nb = int(sum(b[2].sum() for b in batches))
     cpsat = opts.gang_cpsat_bundles > 0 and nb <= opts.gang_cpsat_bundles  # options: OR-Tools
-    if cpsat and not (guard is not None and guard.spent()):
+    if cpsat and bound_met(st, costs, batches, *best[0][:2]):
+        stats["gang_bound_met"] = 1         # CP-SAT could not be strictly better
+    elif cpsat and not (guard is not None and guard.spent()):
         stats["gang_cpsat"] = 1
         better = _cpsat(st, costs, opts, batches, place, best[0], guard)
         if better is not None:
@@ -151,7 +160,11 @@ def _rows(place: list, batches) -> np.ndarray:
 
 def _pass(st, costs, opts, batches, order, how: str, tight: bool):
     """One pass over the gangs (module docstring); returns ((G,) bool infeasible,
-    placements (gang, item, slot, units, slot type))."""
+    placements (gang, item, slot, units, slot type)). Per gang the packing variants
+    are tried and the cheapest kept (launch price, then launches, then variant);
+    a variant that would run exactly as an earlier one (same item order, same
+    credit) is not run, and none is tried after one that launches nothing (no later
+    one can beat it). Trials are undone by ``_Undo``, not by full snapshots."""
     p = st.p
     if how == "joint":
         return _joint(st, costs, opts, batches, order, tight)
@@ -159,24 +172,101 @@ def _pass(st, costs, opts, batches, order, how: str, tight: bool):
     place: list = []
     keep = opts.keep_gpu_for_gpu
     variants = ((True, opts.fill_credit), (True, 0.0), (False, 0.0))
+    log = _Undo(st)
     for g in order:
         rows, qty, want, _ = batches[g]
-        best = None
-        for v, (sort, credit) in enumerate(variants):
-            snap = st.snapshot()
-            got = _one(st, costs, rows, qty, want, sort, credit, keep, tight)
+        best, kept = None, None
+        todo = _distinct(variants, costs, qty)
+        for j, v in enumerate(todo):
+            sort, credit = variants[v]
+            out: list = []
+            got = _one(st, costs, rows, qty, want, sort, credit, keep, tight, out)
             if got is not None:
-                key = (_price(st, costs, snap), len(st.new_types) - len(snap[5]), v)
+                key = (log.price(costs), log.launches(), v)
                 if best is None or key < best[0]:
                     best = (key, v)
-            st.restore(snap)
+                    if j == len(todo) - 1 or key[:2] == (0.0, 0):
+                        kept = (got, out)
+                        break
+            log.rollback(out)
         if best is None:
             bad[g] = True
             continue
-        sort, credit = variants[best[1]]
-        for slot, i, n in _one(st, costs, rows, qty, want, sort, credit, keep, tight):
+        if kept is None:
+            sort, credit = variants[best[1]]
+            out = []
+            kept = (_one(st, costs, rows, qty, want, sort, credit, keep, tight, out), out)
+        log.commit(kept[1])
+        for slot, i, n in kept[0]:
             place.append((g, i, slot, n, int(st.type[slot])))
     return bad, place
+
+
+def _distinct(variants, costs: Costs, qty) -> list[int]:
+    """The variants that run differently: (item order, credit) not seen before."""
+    sorted_order = tuple(np.argsort(-costs.size(qty), kind="stable").tolist())
+    seen, out = set(), []
+    for v, (sort, credit) in enumerate(variants):
+        sig = (sorted_order if sort else tuple(range(len(qty))), credit)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(v)
+    return out
+
+
+class _Undo:
+    """Undoing trial packings on a State without copying it whole (a full snapshot
+    per trial was most of a 10k-node tick). ``base`` holds the rows of ``free``,
+    ``label`` and ``received`` as of the last ``commit``; a trial changes only the
+    rows ``place_batch`` reports in its ``out`` (its units go nowhere else; source 0
+    leaves ``cfree`` alone) and launches rows past ``M``, so ``rollback(out)`` copies
+    those rows back and forgets the launches. ``commit(out)`` makes the trial's
+    rows the new base."""
+
+    def __init__(self, st: State):
+        self.st = st
+        self.base = [st.free[:st.M].copy(), st.label[:st.M].copy(), st.received[:st.M].copy()]
+        self._mark()
+
+    def _mark(self) -> None:
+        st = self.st
+        self.M, self.n_new = st.M, len(st.new_types)
+        self.room, self.glob = st.type_room.copy(), st.global_room
+
+    def price(self, costs: Costs) -> float:
+        """The price of the nodes launched since the last commit."""
+        return float(sum(costs.price[t] for t in self.st.new_types[self.n_new:]))
+
+    def launches(self) -> int:
+        return len(self.st.new_types) - self.n_new
+
+    def _rows(self, out) -> np.ndarray:
+        rows = np.fromiter((m for m, _, _ in out), np.int64, len(out))
+        return np.unique(rows[rows < self.M])
+
+    def rollback(self, out) -> None:
+        st = self.st
+        rows = self._rows(out)
+        for arr, base in zip((st.free, st.label, st.received), self.base):
+            arr[rows] = base[rows]
+        st.alive[self.M:st.M] = False
+        st.M = self.M
+        del st.new_types[self.n_new:]
+        st.type_room = self.room.copy()
+        st.global_room = self.glob
+
+    def commit(self, out) -> None:
+        st = self.st
+        rows = self._rows(out)
+        if st.M > len(self.base[0]):        # launches: grow the base (doubling)
+            size = max(st.M, 2 * len(self.base[0]))
+            self.base = [np.concatenate([b, np.zeros((size - len(b),) + b.shape[1:], b.dtype)])
+                         for b in self.base]
+        new = np.arange(self.M, st.M)
+        for j, arr in enumerate((st.free, st.label, st.received)):
+            self.base[j][rows] = arr[rows]
+            self.base[j][new] = arr[new]
+        self._mark()
 
 
 def _joint(st, costs, opts, batches, order, tight: bool):
@@ -207,11 +297,13 @@ def _joint(st, costs, opts, batches, order, tight: bool):
         snap = st.snapshot()
 
 
-def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, tight: bool):
-    """One packing of a gang; its placements (slot, item, units), or None."""
+def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, tight: bool,
+         out: list):
+    """One packing of a gang; its placements (slot, item, units), or None. ``out``
+    receives place_batch's own rows (slot, position in the packing order, units),
+    placed or not (``_Undo``)."""
     order = np.argsort(-costs.size(qty), kind="stable") if sort else np.arange(len(rows))
     r, q, w = rows[order], qty[order], want[order]
-    out: list = []
     left = place_batch(st, costs, r, q, w, 0, keep_gpu, credit, out, tight=tight)
     if left.any():
         return None

@@ -16,187 +16,329 @@ A packing is a list of placements (gang, item, slot, units, slot type) where
 a new node's slot is ``("new", j)``; ``batches[g]`` gives an item's request row
 and bundle (``gangs.gang_batch``). A move never splits a STRICT_PACK item (it is
 one unit) and never puts two units of one anti-affinity group on a node.
+
+Here the packing is dense (``Packing``): slot rows are the alive existing nodes in
+index order, then the new nodes in order of first use; the scans over them are the
+numba kernels ``engine/kernels/eff_empty.py`` (move 1) and ``eff_merge.py`` (moves 2
+and 3). Selector masks are computed once per selector set over all slots: moves set
+only anti-affinity labels, which no selector names (``_selectors_see_anti``: when
+one does, the masks are recomputed before every unit).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from vecsched.engine.model.fits import anti_mask, fit_count, selector_mask
+from vecsched.engine.kernels.eff_empty import block_max, empty_node
+from vecsched.engine.kernels.eff_merge import cheapest_type, merge_rounds
+from vecsched.engine.model.fits import FIT_SLACK, anti_mask, selector_mask
 from .cost import Costs
 from .state import State
 
+SLACK = 1.0 + FIT_SLACK
+
 
 class Packing:
+    """Dense slots (module docstring): ``free`` (S, R), ``label`` (S, L), ``type``
+    (S,), ``live`` (S,), ``new`` (S,) whether a slot is a new node, ``key[s]`` its
+    placement slot (node index, or ``("new", j)``), ``content`` slot -> [g, i, n]
+    items in the order they were added (a dict: its key order is the output's)."""
+
     def __init__(self, st: State, batches, place: list):
         p = st.p
         self.st, self.p, self.batches = st, p, batches
-        M = st.M
-        self.free = {m: st.free[m].copy() for m in np.flatnonzero(st.alive[:M]).tolist()}
-        self.label = {m: st.label[m].copy() for m in self.free}
-        self.type = {m: int(st.type[m]) for m in self.free}
+        alive = np.flatnonzero(st.alive[:st.M])
+        key = alive.tolist()
+        new_t = []
+        row_of = {k: s for s, k in enumerate(key)}
+        for _, _, slot, _, t in place:
+            k = _key(row_of, slot)
+            if k not in row_of:
+                row_of[k] = len(key)
+                key.append(k)
+                new_t.append(t)
+        E, S = len(alive), len(key)
+        self.key, self.row_of, self.E = key, row_of, E
+        new_ix = np.asarray(new_t, np.int64)
+        self.free = np.concatenate([st.free[alive], p.type_free[new_ix]])
+        self.label = np.concatenate([st.label[alive], p.type_label[new_ix].astype(st.label.dtype)])
+        self.type = np.concatenate([st.type[alive].astype(np.int64),
+                                    np.asarray(new_t, np.int64)])
+        self.live = np.ones(S, bool)
+        self.new = np.arange(S) >= E
         self.content: dict = {}
         self.room = st.type_room.copy()
         self.glob = st.global_room
+        for t in new_t:
+            self.room[t] -= 1
+            if self.glob > 0:
+                self.glob -= 1
         for g, i, slot, n, t in place:
-            if slot not in self.free:           # launched by the pass: a new node
-                slot = ("new", slot)
-            if slot not in self.free:
-                self.free[slot] = p.type_free[t].copy()
-                self.label[slot] = p.type_label[t].copy()
-                self.type[slot] = t
-                self.room[t] -= 1
-                if self.glob > 0:
-                    self.glob -= 1
-            self._add(slot, g, i, n)
+            self._add(row_of[_key(row_of, slot)], g, i, n)
 
     def new_slots(self) -> list:
-        return [m for m in self.free if isinstance(m, tuple)]
+        """The live new nodes' rows, in order of first use."""
+        return np.flatnonzero(self.live & self.new).tolist()
 
-    def _qty_row(self, g: int, i: int):
+    def qty_row(self, g: int, i: int):
         rows, qty = self.batches[g][0], self.batches[g][1]
         return qty[i], int(rows[i])
 
-    def _add(self, slot, g: int, i: int, n: int) -> None:
-        q, r = self._qty_row(g, i)
-        self.free[slot] = np.maximum(self.free[slot] - n * q, 0.0)
+    def _add(self, s: int, g: int, i: int, n: int) -> None:
+        q, r = self.qty_row(g, i)
+        self.free[s] = np.maximum(self.free[s] - n * q, 0.0)
         key, val = (int(x) for x in self.p.req.anti[r])
         if key >= 0:
-            self.label[slot][key] = val
-        self.content.setdefault(slot, []).append([g, i, n])
+            self.label[s, key] = val
+        self.content.setdefault(s, []).append([g, i, n])
 
-    def fits(self, slot, g: int, i: int) -> bool:
-        q, r = self._qty_row(g, i)
-        lab = self.label[slot][None, :]
-        return bool(fit_count(self.free[slot][None, :], q)[0] >= 1 and
-                    selector_mask(self.p, r, lab)[0] and anti_mask(self.p, r, lab)[0])
+    def drop(self, s: int) -> None:
+        """Slot s (a new node) leaves the packing: its launch room comes back."""
+        self.live[s] = False
+        self.content.pop(s, None)
+        self.room[self.type[s]] += 1
+        if self.glob >= 0:
+            self.glob += 1
+
+    def set_node(self, s: int, t: int, items: list) -> None:
+        """New node s becomes a fresh node of type t holding ``items``."""
+        p = self.p
+        self.type[s] = t
+        self.free[s] = p.type_free[t]
+        self.label[s] = p.type_label[t]
+        self.content[s] = []
+        for g, i, n in items:
+            self._add(s, g, i, n)
 
     def placements(self) -> list:
-        return [(g, i, slot, n, self.type[slot]) for slot, items in self.content.items()
+        return [(g, i, self.key[s], n, int(self.type[s])) for s, items in self.content.items()
                 for g, i, n in items if n > 0]
 
 
+def _key(row_of: dict, slot):
+    """A pass's slot as a packing key: an alive existing node's index as is, a node
+    the pass launched as ``("new", slot)``."""
+    return slot if not isinstance(slot, tuple) and slot in row_of else ("new", slot)
+
+
 def improve(st: State, costs: Costs, batches, place: list) -> list:
-    """The placements after both moves (module docstring)."""
+    """The placements after the three moves (module docstring)."""
     pk = Packing(st, batches, place)
     _empty_new_nodes(pk, costs)
-    _merge_pairs(pk, costs)
-    _cheaper_types(pk, costs)
+    types = _TypeFit(pk, costs)
+    _merge_pairs(pk, costs, types)
+    _cheaper_types(pk, costs, types)
     return pk.placements()
 
 
-def _fill(pk: Packing, slot) -> float:
-    cap = pk.p.type_free[pk.type[slot]]
+# ---- move 1: empty a new node ----------------------------------------------------------
+
+def _fills(pk: Packing, slots: list) -> np.ndarray:
+    """Per slot, the largest used share of any column its type has."""
+    cap = pk.p.type_free[pk.type[slots]]
     on = cap > 0
-    return float(((cap[on] - pk.free[slot][on]) / cap[on]).max()) if on.any() else 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(on, (cap - pk.free[slots]) / np.where(on, cap, 1.0), -np.inf)
+    return np.where(on.any(axis=1), share.max(axis=1, initial=-np.inf), 1.0)
+
+
+def _selectors_see_anti(p) -> bool:
+    """Whether any selector names a key some row uses as its anti-affinity label."""
+    t = p.req
+    anti = set(t.anti[t.anti[:, 0] >= 0, 0].tolist())
+    return bool(anti) and bool(anti & set(np.asarray(t.con_key).tolist()))
+
+
+class _Masks:
+    """Selector masks over the packing's slots, one row per distinct selector set."""
+
+    def __init__(self, pk: Packing):
+        self.pk, self.rows, self.of, self._table = pk, [], {}, None
+
+    def index(self, r: int) -> int:
+        t = self.pk.p.req
+        if int(t.sel_ptr[r + 1]) <= int(t.sel_ptr[r]):
+            return -1
+        k = t.sel_key[r]
+        if k not in self.of:
+            self.of[k] = len(self.rows)
+            self.rows.append(selector_mask(self.pk.p, r, self.pk.label))
+            self._table = None
+        return self.of[k]
+
+    def table(self) -> np.ndarray:
+        if self._table is None:
+            S = len(self.pk.key)
+            self._table = np.asarray(self.rows, bool).reshape(len(self.rows), S)
+        return self._table
+
+
+def _units(pk: Packing, costs: Costs, m: int) -> list:
+    """Slot m's units one by one, largest (normalised size) first, stable."""
+    units = []
+    for g, i, n in pk.content.get(m, []):
+        units += [(g, i)] * n
+    size: dict = {}
+    for u in units:
+        if u not in size:
+            size[u] = float(costs.size(pk.qty_row(*u)[0])[0])
+    units.sort(key=lambda u: -size[u])
+    return units
+
+
+def _unit_arrays(pk: Packing, units: list, masks: _Masks):
+    p = pk.p
+    uq = np.asarray([pk.qty_row(g, i)[0] for g, i in units], float).reshape(len(units), p.R)
+    rows = [pk.qty_row(g, i)[1] for g, i in units]
+    anti = p.req.anti[rows].reshape(len(units), 2)
+    mask_of = np.asarray([masks.index(r) for r in rows], np.int64)
+    return uq, anti[:, 0].astype(np.int64), anti[:, 1].astype(np.int32), mask_of
 
 
 def _empty_new_nodes(pk: Packing, costs: Costs) -> None:
-    order = sorted(pk.new_slots(), key=lambda m: (_fill(pk, m), -costs.price[pk.type[m]], m))
+    new = pk.new_slots()
+    if not new:
+        return
+    fill = _fills(pk, new)
+    price = costs.price[pk.type[new]]
+    order = [new[j] for j in sorted(range(len(new)),
+                                    key=lambda j: (fill[j], -price[j], pk.key[new[j]]))]
+    stale = _selectors_see_anti(pk.p)
+    masks = _Masks(pk)
+    bmax = block_max(pk.free)           # free room only shrinks here: stays a bound
     for m in order:
-        units = []
-        for g, i, n in pk.content.get(m, []):
-            units += [(g, i)] * n
-        units.sort(key=lambda u: -float(costs.size(pk._qty_row(*u)[0])[0]))
-        saved = ({k: v.copy() for k, v in pk.free.items()},
-                 {k: v.copy() for k, v in pk.label.items()},
-                 {k: [list(x) for x in v] for k, v in pk.content.items()})
-        targets = [s for s in pk.free if s != m and not isinstance(s, tuple)] + \
-            [s for s in pk.new_slots() if s != m]
-        ok = True
-        for g, i in units:
-            for s in targets:
-                if pk.fits(s, g, i):
-                    pk._add(s, g, i, 1)
-                    break
-            else:
-                ok = False
-                break
-        if ok:
-            t = pk.type[m]
-            for d in (pk.free, pk.label, pk.type):
-                del d[m]
-            pk.content.pop(m, None)
-            pk.room[t] += 1
-            if pk.glob >= 0:
-                pk.glob += 1
+        units = _units(pk, costs, m)
+        if stale:
+            ok, tgt = _empty_stale(pk, m, units, bmax)
         else:
-            pk.free, pk.label, pk.content = saved
-
-
-def _cheapest_holder(pk: Packing, costs: Costs, items: list, below: float, free_up=()):
-    """The cheapest type (price < ``below``, launch room counting the nodes in
-    ``free_up`` as given back) whose fresh node holds ``items`` [(g, i, n)], or -1."""
-    p = pk.p
-    load = sum(n * pk._qty_row(g, i)[0] for g, i, n in items)
-    rows = [pk._qty_row(g, i)[1] for g, i, _ in items]
-    anti = [tuple(int(x) for x in p.req.anti[r]) for r in rows]
-    anti = [a for a, (_, _, n) in zip(anti, items) for _ in range(n) if a[0] >= 0]
-    if len(set(anti)) < len(anti):
-        return -1                       # two units of one anti-affinity group
-    back = {}
-    for m in free_up:
-        back[pk.type[m]] = back.get(pk.type[m], 0) + 1
-    best, best_price = -1, below
-    for t in np.argsort(costs.price, kind="stable").tolist():
-        if costs.price[t] >= best_price or not p.type_configured[t]:
+            uq, ukey, uval, mask_of = _unit_arrays(pk, units, masks)
+            ok, tgt = empty_node(pk.free, pk.label, pk.live, m, uq, ukey, uval, masks.table(),
+                                 mask_of, SLACK, bmax)
+        if not ok:
             continue
-        if pk.room[t] + back.get(t, 0) <= 0:
-            continue
-        cap = p.type_free[t]
-        if np.any(load > cap + 1e-9 * np.abs(cap)):
-            continue
-        lab = p.type_label[t][None, :]
-        if all(selector_mask(p, r, lab)[0] and anti_mask(p, r, lab)[0] for r in rows):
-            best, best_price = t, costs.price[t]
-    return best
+        for (g, i), s in zip(units, tgt.tolist()):
+            pk.content.setdefault(s, []).append([g, i, 1])
+        pk.drop(m)
 
 
-def _set_node(pk: Packing, m, t: int, items: list) -> None:
-    p = pk.p
-    pk.type[m] = t
-    pk.free[m] = p.type_free[t].copy()
-    pk.label[m] = p.type_label[t].copy()
-    pk.content[m] = []
-    for g, i, n in items:
-        pk._add(m, g, i, n)
+def _empty_stale(pk: Packing, m: int, units: list, bmax):
+    """``empty_node`` one unit at a time, the selector masks recomputed before each
+    (a selector names an anti-affinity key, so a move may change them)."""
+    saved = (pk.free.copy(), pk.label.copy())
+    tgt = []
+    for u in units:
+        masks = _Masks(pk)
+        uq, ukey, uval, mask_of = _unit_arrays(pk, [u], masks)
+        ok, at = empty_node(pk.free, pk.label, pk.live, m, uq, ukey, uval, masks.table(),
+                            mask_of, SLACK, bmax)
+        if not ok:
+            pk.free[:], pk.label[:] = saved
+            return False, np.zeros(0, np.int64)
+        tgt.append(int(at[0]))
+    return True, np.asarray(tgt, np.int64)
 
 
-def _merge_pairs(pk: Packing, costs: Costs, rounds: int = 64) -> None:
-    for _ in range(rounds):
-        slots = sorted(pk.new_slots(), key=lambda m: (-costs.price[pk.type[m]], m))
-        done = False
-        for a_i, a in enumerate(slots):
-            for b in slots[a_i + 1:]:
-                items = pk.content.get(a, []) + pk.content.get(b, [])
-                pair = costs.price[pk.type[a]] + costs.price[pk.type[b]]
-                t = _cheapest_holder(pk, costs, items, pair, free_up=(a, b))
-                if t < 0:
-                    continue
-                pk.room[pk.type[a]] += 1
-                pk.room[pk.type[b]] += 1
-                pk.room[t] -= 1
-                for d in (pk.free, pk.label, pk.type):
-                    del d[b]
-                pk.content.pop(b, None)
-                if pk.glob >= 0:
-                    pk.glob += 1
-                _set_node(pk, a, t, [list(x) for x in items])
-                done = True
-                break
-            if done:
-                break
-        if not done:
-            return
+# ---- moves 2 and 3: merge pairs, cheaper types -------------------------------------------
+
+class _TypeFit:
+    """What the type search needs that does not change: types by ascending price
+    (stable), capacities with their tolerance, and per request row whether each
+    type's labels allow it (selectors and anti-affinity)."""
+
+    def __init__(self, pk: Packing, costs: Costs):
+        p = pk.p
+        self.tsort = np.argsort(costs.price, kind="stable").astype(np.int64)
+        self.cap_tol = p.type_free + 1e-9 * np.abs(p.type_free)
+        self.conf = np.asarray(p.type_configured, bool)
+        self.price = np.asarray(costs.price, float)
+        self.row_ok: dict = {}
+        self.anti_id: dict = {}
+        self.cache: dict = {}
+
+    def ok(self, pk: Packing, r: int) -> np.ndarray:
+        if r not in self.row_ok:
+            p = pk.p
+            self.row_ok[r] = selector_mask(p, r, p.type_label) & anti_mask(p, r, p.type_label)
+        return self.row_ok[r]
+
+    def node(self, pk: Packing, s: int):
+        """Slot s's (load (R,), items (k, R) units x bundle, allowed types (T,), sorted
+        distinct anti-affinity ids, whether one is held twice); kept until ``forget``."""
+        got = self.cache.get(s)
+        if got is not None:
+            return got
+        p = pk.p
+        acc, nq, held = 0, [], []
+        ok = np.ones(p.T, bool)
+        for g, i, n in pk.content.get(s, []):
+            q, r = pk.qty_row(g, i)
+            acc = acc + n * q
+            nq.append(n * q)
+            ok &= self.ok(pk, r)
+            key, val = (int(x) for x in p.req.anti[r])
+            if key >= 0:
+                held += [self.anti_id.setdefault((key, val), len(self.anti_id))] * n
+        load = np.zeros(p.R) + acc
+        got = (load, np.asarray(nq, float).reshape(-1, p.R), ok, sorted(set(held)),
+               len(set(held)) < len(held))
+        self.cache[s] = got
+        return got
+
+    def forget(self, *slots) -> None:
+        for s in slots:
+            self.cache.pop(s, None)
+
+    def nodes(self, pk: Packing, slots: list):
+        """The kernels' per-node arrays for ``slots`` (module docstring of eff_merge)."""
+        p = pk.p
+        got = [self.node(pk, s) for s in slots]
+        load = np.asarray([x[0] for x in got], float).reshape(len(slots), p.R)
+        ok = np.asarray([x[2] for x in got], bool).reshape(len(slots), p.T)
+        ptr = np.zeros(len(slots) + 1, np.int64)
+        ptr[1:] = np.cumsum([len(x[1]) for x in got])
+        nq = np.concatenate([x[1] for x in got]) if got else np.zeros((0, p.R))
+        aptr = np.zeros(len(slots) + 1, np.int64)
+        aptr[1:] = np.cumsum([len(x[3]) for x in got])
+        aids = np.asarray([a for x in got for a in x[3]], np.int64)
+        adup = np.asarray([x[4] for x in got], bool)
+        return load, ptr, nq, ok, aptr, aids, adup
 
 
-def _cheaper_types(pk: Packing, costs: Costs) -> None:
-    for m in pk.new_slots():
-        items = pk.content.get(m, [])
+def _merge_pairs(pk: Packing, costs: Costs, tf: _TypeFit, rounds: int = 64) -> None:
+    """Up to ``rounds`` merges, each the first pair (dearest first) that one cheaper
+    node holds, searched after the previous one is made (``eff_merge.merge_rounds``);
+    then replayed on the packing in the order made."""
+    slots = pk.new_slots()
+    if len(slots) < 2:
+        return
+    load, ptr, nq, ok, aptr, aids, adup = tf.nodes(pk, slots)
+    ntype = pk.type[slots]
+    rank = np.empty(len(slots), np.int64)
+    rank[sorted(range(len(slots)), key=lambda j: pk.key[slots[j]])] = np.arange(len(slots))
+    order = np.lexsort((rank, -tf.price[ntype])).astype(np.int64)
+    merges = merge_rounds(order, ntype, rank, load, ptr, nq, ok, aptr, aids, adup, tf.tsort,
+                          tf.price, tf.conf, pk.room, tf.cap_tol, rounds)
+    for a, b, t in merges.tolist():
+        sa, sb = slots[a], slots[b]
+        items = [list(x) for x in pk.content.get(sa, []) + pk.content.get(sb, [])]
+        pk.room[pk.type[sa]] += 1
+        pk.drop(sb)
+        pk.room[t] -= 1
+        pk.set_node(sa, int(t), items)
+        tf.forget(sa, sb)
+
+
+def _cheaper_types(pk: Packing, costs: Costs, tf: _TypeFit) -> None:
+    for s in pk.new_slots():
+        items = pk.content.get(s, [])
         if not items:
             continue
-        t0 = pk.type[m]
-        t = _cheapest_holder(pk, costs, items, costs.price[t0])
+        load, _, ok, _, dup = tf.node(pk, s)
+        if dup:
+            continue
+        t0 = int(pk.type[s])
+        t = cheapest_type(load[None, :], ok[None, :], 0, tf.tsort, tf.price, tf.conf, pk.room,
+                          -1, -1, tf.cap_tol, tf.price[t0])
         if t >= 0:
             pk.room[t0] += 1
             pk.room[t] -= 1
-            _set_node(pk, m, t, [list(x) for x in items])
+            pk.set_node(s, int(t), [list(x) for x in items])

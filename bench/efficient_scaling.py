@@ -1,0 +1,101 @@
+"""The efficient mode's tick time beside ray-compat's, in one process, on
+``cluster_v2`` problems with placement groups (issue 22).
+
+    .venv/bin/python bench/efficient_scaling.py                 # every row, median of 5
+    .venv/bin/python bench/efficient_scaling.py --rows headline --repeat 3
+    .venv/bin/python bench/efficient_scaling.py --json out.json
+
+Rows: the issue's three sizes (1k nodes / 1k units / 50 groups, 3k / 10k / 200,
+10k / 100k / 1,000), a node sweep (1k -> 10k nodes at 10k units / 200 groups) and
+a group sweep (50 -> 1,000 groups at 1k nodes / 1k units). Each cell is the median
+wall time of ``--repeat`` calls of ``vecsched.engine.schedule`` (default options)
+after one untimed call; the first call of each mode in the process (numba's
+compile, or its load from the on-disk cache, and OR-Tools' import) is reported
+separately. The efficient column says what its gang step did on the last call
+(``gang_bound_met``: CP-SAT skipped by the lower bound; ``gang_cpsat``: it ran).
+Wall clock on a shared machine: noisy; ratios from one process only.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from benchmarks.common import cached_problem_v2  # noqa: E402
+from vecsched.engine import schedule  # noqa: E402
+
+HEADLINE = [(1000, 1000, 50), (3000, 10000, 200), (10000, 100000, 1000)]
+NODES = [(n, 10000, 200) for n in (1000, 2000, 5000, 10000)]
+GROUPS = [(1000, 1000, g) for g in (50, 100, 200, 500, 1000)]
+ROWS = {"headline": HEADLINE, "nodes": NODES, "groups": GROUPS}
+
+
+def _time(fn, repeat: int) -> tuple[float, object]:
+    out, times = None, []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def first_calls() -> dict:
+    """Each mode's first call in the process (compile or cache load, imports)."""
+    p = cached_problem_v2(nodes=200, units=1000, shapes=20, gangs=20)
+    out = {}
+    for mode in ("ray-compat", "efficient"):
+        t = time.perf_counter()
+        schedule(p, mode=mode)
+        first = time.perf_counter() - t
+        warm, _ = _time(lambda: schedule(p, mode=mode), 3)
+        out[mode] = {"first_s": first, "warm_s": warm}
+    return out
+
+
+def row(nodes: int, units: int, gangs: int, repeat: int) -> dict:
+    p = cached_problem_v2(nodes=nodes, units=units, shapes=20, gangs=gangs)
+    schedule(p)
+    ray, _ = _time(lambda: schedule(p), repeat)
+    schedule(p, mode="efficient")
+    eff, plan = _time(lambda: schedule(p, mode="efficient"), repeat)
+    how = [k for k in ("gang_bound_met", "gang_cpsat", "gang_cpsat_better", "gang_lns_better")
+           if plan.stats.get(k)]
+    return {"nodes": nodes, "units": units, "gangs": gangs, "ray_s": ray, "eff_s": eff,
+            "ratio": eff / ray, "gang_pass": plan.stats.get("gang_pass"), "gang_steps": how}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", default="headline,nodes,groups")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    res = {"first_calls": first_calls(), "rows": []}
+    for mode, v in res["first_calls"].items():
+        print(f"first call {mode}: {v['first_s']:.2f} s (warm {v['warm_s'] * 1e3:.1f} ms, "
+              f"200 nodes / 1k units / 20 groups)", flush=True)
+    print("| set | nodes | units | groups | ray-compat ms | efficient ms | ratio | gang steps |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    done = {}
+    for name in args.rows.split(","):
+        for n, u, g in ROWS[name]:
+            r = done.get((n, u, g)) or row(n, u, g, args.repeat)
+            done[(n, u, g)] = r
+            res["rows"].append(dict(r, set=name))
+            print(f"| {name} | {n:,} | {u:,} | {g:,} | {r['ray_s'] * 1e3:.1f} | "
+                  f"{r['eff_s'] * 1e3:.1f} | {r['ratio']:.0f}x | {r['gang_pass']} "
+                  f"{'+'.join(r['gang_steps']) or '-'} |", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
