@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from vecsched.engine.model.fits import BIG_COUNT, anti_mask, fit_count, selector_mask
+from vecsched.engine.kernels.effp_existing import _fill_row
+from vecsched.engine.kernels.effp_fill import _dot_fill, _dot_fills
+from vecsched.engine.model.fits import anti_mask, fit_count, selector_mask
 from .cost import Costs
 from .state import State
 
@@ -38,39 +40,72 @@ def on_existing(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu:
                 out: list, tight: bool = False) -> np.ndarray:
     """Place what fits on alive slots; returns the units left per row. ``tight``:
     among equally advanced nodes, the one left with the least normalised room
-    first (best fit) instead of the lowest slot."""
+    first (best fit) instead of the lowest slot. The walk over the nodes is the
+    kernel ``effp_existing._fill_row``."""
     p = st.p
     left = np.asarray(want, np.int64).copy()
+    qty = np.ascontiguousarray(qty, np.float64)
     view = st.view(source)
     g = p.gpu_col
+    M = st.M
+    walks = _NodeWalks(st, M)
+    slots = np.empty(M, np.int64)
+    counts = np.empty(M, np.int64)
     for i in _order(costs, qty, g).tolist():
         if left[i] == 0:
             continue
-        M = st.M
         q = qty[i]
         r = int(rows[i])
-        ok = st.alive[:M] & selector_mask(p, r, st.label[:M]) & anti_mask(p, r, st.label[:M])
-        fit = np.where(ok, fit_count(view[:M], q), 0)
-        anti = p.req.anti[r, 0] >= 0
-        if anti:
-            fit = np.minimum(fit, 1)
-        cand = np.flatnonzero(fit > 0)
-        if cand.size == 0:
-            continue
-        mismatch = st.gpu[cand] & ~(q[g] > 0) if (keep_gpu and g >= 0) else np.zeros(cand.size, bool)
-        if tight:
-            k = np.minimum(fit[cand], left[i])
-            room = np.clip(view[cand] - k[:, None] * q, 0.0, None) @ costs.inv_ref
-            order = np.lexsort((cand, room, -st.ready[cand], mismatch))
-        else:
-            order = np.lexsort((cand, -st.ready[cand], mismatch))
-        for m in cand[order].tolist():
-            if left[i] == 0:
-                break
-            n = int(min(fit[m], left[i]))
-            _put(st, source, m, i, n, q, r, anti, out)
-            left[i] -= n
+        anti = bool(p.req.anti[r, 0] >= 0)
+        order, bucket = walks.get(keep_gpu and g >= 0 and not q[g] > 0)
+        n = _fill_row(view, order, bucket, _node_ok(st, r, M), q, int(left[i]), anti, tight,
+                      costs.inv_ref, slots, counts)
+        if n:
+            _record(st, slots[:n], i, counts[:n], r, anti, out)
+            left[i] -= int(counts[:n].sum())
     return left
+
+
+class _NodeWalks:
+    """The orders in which ``on_existing`` walks alive slots 0..M-1, with their
+    buckets (equal exactly where only the slot tells nodes apart): the most
+    advanced first, and with ``spare_gpu`` (demand without GPUs while GPU nodes
+    are kept for GPU work) every node without GPUs before any GPU node. Made on
+    first use, once per call."""
+
+    def __init__(self, st: State, M: int):
+        self.st, self.M, self.cache = st, M, {}
+
+    def get(self, spare_gpu: bool):
+        got = self.cache.get(spare_gpu)
+        if got is None:
+            bucket = 6 - self.st.ready[:self.M].astype(np.int64)
+            if spare_gpu:
+                bucket = bucket + 8 * self.st.gpu[:self.M]
+            got = self.cache[spare_gpu] = (np.argsort(bucket, kind="stable"), bucket)
+        return got
+
+
+def _node_ok(st: State, r: int, M: int) -> np.ndarray:
+    """(M,) bool: slot may take request row r (alive, selectors, anti-affinity)."""
+    p = st.p
+    ok = st.alive[:M].copy()
+    if p.req.sel_ptr[r + 1] > p.req.sel_ptr[r]:
+        ok &= selector_mask(p, r, st.label[:M])
+    if p.req.anti[r, 0] >= 0:
+        ok &= anti_mask(p, r, st.label[:M])
+    return ok
+
+
+def _record(st: State, slots: np.ndarray, i: int, counts: np.ndarray, r: int, anti: bool,
+            out: list) -> None:
+    """Book the units the kernel placed on ``slots``: the nodes received demand,
+    an anti-affinity label is set on them, (slot, i, units) go to ``out``."""
+    st.received[slots] = True
+    if anti:
+        key, val = (int(x) for x in st.p.req.anti[r])
+        st.label[slots, key] = val
+    out.extend(zip(slots.tolist(), [i] * len(slots), counts.tolist()))
 
 
 def _put(st: State, source: int, m: int, i: int, n: int, q, r: int, anti: bool,
@@ -108,39 +143,10 @@ def allowed_types(st: State, costs: Costs, rows, qty, keep_gpu: bool) -> np.ndar
 
 def trial(free0: np.ndarray, qty: np.ndarray, avail: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """(S',) units of each row one fresh node (free room ``free0`` (R,)) takes, by
-    the dot-product rule. ``groups`` (S',): anti-affinity group of each row (-1
-    none); a node takes at most one unit of a group."""
-    S = len(avail)
-    k = np.zeros(S, np.int64)
-    rem = free0.astype(float).copy()
-    inv = np.where(free0 > 0, 1.0 / np.where(free0 > 0, free0, 1.0), 0.0)
-    qn = qty * inv
-    pos = qty > 0
-    safe_q = np.where(pos, qty, 1.0)
-    taken_groups: set = set()
-    while True:
-        cand = avail > k
-        if not cand.any():
-            break
-        ratio = np.where(pos, rem[None, :] / safe_q, np.inf).min(axis=1)
-        fit = np.where(np.isinf(ratio), BIG_COUNT,
-                       np.floor(np.clip(ratio, 0.0, None) * (1.0 + 1e-12))).astype(np.int64)
-        cand &= fit >= 1
-        for i in np.flatnonzero(cand & (groups >= 0)).tolist():
-            if int(groups[i]) in taken_groups:
-                cand[i] = False
-        if not cand.any():
-            break
-        score = np.where(cand, qn @ (rem * inv), -np.inf)
-        i = int(np.argmax(score))
-        if groups[i] >= 0:
-            take = 1
-            taken_groups.add(int(groups[i]))
-        else:
-            take = max(1, int(min(avail[i] - k[i], fit[i])) // 8)
-        k[i] += take
-        rem = np.maximum(rem - take * qty[i], 0.0)
-    return k
+    the dot-product rule (``effp_fill``). ``groups`` (S',): anti-affinity group
+    of each row (-1 none); a node takes at most one unit of a group."""
+    return _dot_fill(np.ascontiguousarray(free0, np.float64), np.ascontiguousarray(qty, np.float64),
+                     np.asarray(avail, np.int64), np.asarray(groups, np.int64))
 
 
 def on_new(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool,
@@ -150,9 +156,11 @@ def on_new(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool
     left = np.asarray(want, np.int64).copy()
     if not left.any():
         return left
+    qty = np.ascontiguousarray(qty, np.float64)
     allowed = allowed_types(st, costs, rows, qty, keep_gpu)
     groups = _anti_groups(p, rows)
     size = costs.size(qty)
+    type_free = np.ascontiguousarray(p.type_free, np.float64)
     while left.any():
         types = np.asarray([t for t in range(p.T)
                             if st.can_launch(t) and (allowed[:, t] & (left > 0)).any()], np.int64)
@@ -160,10 +168,11 @@ def on_new(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool
             break
         demand = np.stack([(allowed[:, t] * left) @ qty for t in types.tolist()])
         ceq, fit_rel = costs.fit(types, demand)
+        avail = np.where(allowed[:, types].T, left[None, :], 0)
+        trials = _dot_fills(type_free, types, qty, avail, groups)
         best = None
         for j, t in enumerate(types.tolist()):
-            avail = np.where(allowed[:, t], left, 0)
-            k = trial(p.type_free[t], qty, avail, groups)
+            k = trials[j]
             filled = float(k @ size)
             if filled <= 0:
                 continue
@@ -180,16 +189,33 @@ def on_new(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool
         m = min(m, int(st.type_room[t]))
         if st.global_room >= 0:
             m = min(m, st.global_room)
-        for _ in range(m):
-            kk = np.minimum(k, left)
-            if not kk.any():
-                break
-            slot = st.launch(t)
-            for i in np.flatnonzero(kk).tolist():
-                r = int(rows[i])
-                _put(st, source, slot, i, int(kk[i]), qty[i], r, p.req.anti[r, 0] >= 0, out)
-            left -= kk
+        # Every one of the m nodes takes the same units: with m > 1 each row
+        # still has k left for the m-th node, with m == 1 it takes what is left.
+        kk = np.minimum(k, left)
+        _launch_filled(st, source, t, m, kk, qty, rows, out)
+        left -= m * kk
     return left
+
+
+def _launch_filled(st: State, source: int, t: int, m: int, kk: np.ndarray, qty, rows,
+                   out: list) -> None:
+    """Launch m nodes of type t, each holding kk (S',) units of the rows."""
+    p = st.p
+    first = st.launch_many(t, m)
+    view = st.view(source)
+    end = first + m
+    room = view[first].copy()
+    on = np.flatnonzero(kk).tolist()
+    for i in on:
+        room = np.maximum(room - int(kk[i]) * qty[i], 0.0)
+    view[first:end] = room
+    st.received[first:end] = True
+    for i in on:
+        key, val = (int(x) for x in p.req.anti[int(rows[i])])
+        if key >= 0:
+            st.label[first:end, key] = val
+    pairs = [(i, int(kk[i])) for i in on]
+    out.extend((slot, i, n) for slot in range(first, end) for i, n in pairs)
 
 
 def _anti_groups(p, rows) -> np.ndarray:

@@ -74,22 +74,27 @@ class State:
 
     def launch(self, t: int) -> int:
         """A new node of type t; returns its slot (N + j)."""
+        return self.launch_many(t, 1)
+
+    def launch_many(self, t: int, count: int) -> int:
+        """``count`` new nodes of type t (within its launch room); returns the
+        first one's slot, the others follow it."""
         p = self.p
-        self._grow(self.M + 1)
-        m = self.M
-        self.free[m] = p.type_free[t]
-        self.cfree[m] = p.type_free[t]
-        self.label[m] = p.type_label[t]
-        self.type[m] = t
-        self.gpu[m] = p.gpu_col >= 0 and p.type_cap[t, p.gpu_col] > 0
-        self.alive[m] = True
-        self.ready[m] = NEW_READY
-        self.received[m] = False
-        self.M += 1
-        self.new_types.append(t)
-        self.type_room[t] -= 1
+        self._grow(self.M + count)
+        m, end = self.M, self.M + count
+        self.free[m:end] = p.type_free[t]
+        self.cfree[m:end] = p.type_free[t]
+        self.label[m:end] = p.type_label[t]
+        self.type[m:end] = t
+        self.gpu[m:end] = p.gpu_col >= 0 and p.type_cap[t, p.gpu_col] > 0
+        self.alive[m:end] = True
+        self.ready[m:end] = NEW_READY
+        self.received[m:end] = False
+        self.M = end
+        self.new_types.extend([t] * count)
+        self.type_room[t] -= count
         if self.global_room > 0:
-            self.global_room -= 1
+            self.global_room = max(self.global_room - count, 0)
         return m
 
     def terminate(self, n: int, cause: int, value: int) -> None:

@@ -5,7 +5,10 @@ before the placement loops became numba kernels.
 Plain demand (cluster_v2 without groups, 200-10k nodes, three seeds, both
 scenarios, plus the tests' ``plain_tick`` and the baseline's ``random_case``): a
 digest of every plan array, recorded on main at 2431509 with the numpy
-placement (``DIGESTS``).
+placement (``DIGESTS``). Ticks with placement groups also go through
+``improve.py`` / ``lns.py``, which change on their own, so there the plans are
+compared with the same tick run on the readable placement
+(``test_eff_kernels_place.ReadablePlace``) instead of a recording.
 
     python -m tests.engine.efficient.test_place_speed_equivalence   # print digests
 """
@@ -19,8 +22,10 @@ import numpy as np
 import pytest
 
 from vecsched.engine import schedule
+from vecsched.engine.efficient import place
 
 from tests.engine.baseline.test_baseline import PLAN_ARRAYS, random_case
+from tests.engine.efficient.test_eff_kernels_place import ReadablePlace
 from tests.kits.ganggen import gang_tick, plain_tick
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
@@ -107,6 +112,24 @@ def problem(name: str):
 @pytest.mark.parametrize("name", list(DIGESTS))
 def test_plain_demand_plans_unchanged(name):
     assert digest(schedule(problem(name), mode="efficient")) == DIGESTS[name], name
+
+
+GANG_CASES = ([f"v2/{scen}/{n}/{k}/{g}/s{seed}" for n, k, g in ((200, 1000, 10), (500, 2000, 20))
+               for scen in ("saturated", "fragmented") for seed in (0, 1)]
+              + [f"gang_tick/{seed}" for seed in range(4)])
+
+
+@pytest.mark.parametrize("name", GANG_CASES)
+def test_gang_ticks_same_as_readable_placement(name, monkeypatch):
+    p = gang_tick(int(name.split("/")[1]), bundles=40, plain=True) if name.startswith("gang_tick") \
+        else problem(name)
+    fast = schedule(p, mode="efficient")
+    readable = ReadablePlace()
+    monkeypatch.setattr(place, "on_existing", readable.on_existing)
+    monkeypatch.setattr(place, "on_new", readable.on_new)
+    slow = schedule(p, mode="efficient")
+    assert readable.calls > 0
+    assert digest(fast) == digest(slow), name
 
 
 if __name__ == "__main__":
