@@ -105,7 +105,7 @@ def _record(st: State, slots: np.ndarray, i: int, counts: np.ndarray, r: int, an
     if anti:
         key, val = (int(x) for x in st.p.req.anti[r])
         st.label[slots, key] = val
-    out.extend(zip(slots.tolist(), [i] * len(slots), counts.tolist()))
+    out.add(slots.copy(), np.full(len(slots), i, np.int64), counts.copy())
 
 
 def _put(st: State, source: int, m: int, i: int, n: int, q, r: int, anti: bool,
@@ -214,8 +214,9 @@ def _launch_filled(st: State, source: int, t: int, m: int, kk: np.ndarray, qty, 
         key, val = (int(x) for x in p.req.anti[int(rows[i])])
         if key >= 0:
             st.label[first:end, key] = val
-    pairs = [(i, int(kk[i])) for i in on]
-    out.extend((slot, i, n) for slot in range(first, end) for i, n in pairs)
+    rows_on = np.asarray(on, np.int64)
+    out.add(np.repeat(np.arange(first, end, dtype=np.int64), len(on)),
+            np.tile(rows_on, m), np.tile(kk[rows_on], m))
 
 
 def _anti_groups(p, rows) -> np.ndarray:
@@ -242,10 +243,42 @@ def place_batch(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu:
         idx = np.flatnonzero(part & (left > 0))
         if not idx.size:
             continue
-        sub: list = []
+        sub = Chunks()
         lp = on_existing(st, costs, rows[idx], qty[idx], left[idx], source, keep_gpu, sub, tight)
         if lp.any():
             lp = on_new(st, costs, rows[idx], qty[idx], lp, source, keep_gpu, fill_credit, sub)
         left[idx] = lp
-        out.extend((m, int(idx[i]), n) for m, i, n in sub)
+        slots, local, units = sub.arrays()
+        if isinstance(out, Chunks):
+            out.add(slots, idx[local], units)
+        else:
+            out.extend(zip(slots.tolist(), idx[local].tolist(), units.tolist()))
     return left
+
+
+class Chunks:
+    """Placements (slot, row, units) as arrays, in the order they were made: what
+    ``place_batch`` fills when given one instead of a list of triples (the
+    demand of a large tick is tens of thousands of them). ``append`` / ``extend``
+    take triples too."""
+
+    def __init__(self):
+        self.parts: list = []
+
+    def add(self, slots: np.ndarray, rows: np.ndarray, units: np.ndarray) -> None:
+        if len(slots):
+            self.parts.append((slots, rows, units))
+
+    def append(self, triple) -> None:
+        self.extend([triple])
+
+    def extend(self, triples) -> None:
+        a = np.asarray(list(triples), np.int64).reshape(-1, 3)
+        self.add(a[:, 0], a[:, 1], a[:, 2])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not self.parts:
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        return tuple(np.concatenate([p[j] for p in self.parts]).astype(np.int64)
+                     for j in range(3))
