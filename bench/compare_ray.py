@@ -322,19 +322,28 @@ def _ticks(p, mode: str, repeat: int) -> list:
     return out
 
 
-def _end_to_end(req, mode: str, repeat: int):
-    """Seconds of ``repeat`` ``EngineScheduler(mode=mode).schedule`` calls (one
-    instance, after one untimed call; each on a fresh deep copy, not timed)."""
+def _scheduler_call(req, mode: str):
+    """A function making one ``EngineScheduler(mode=mode).schedule`` call per
+    call on one instance (each on a fresh deep copy of ``req``, copying not
+    timed); returns its seconds."""
     from vecsched.adapters.ray import EngineScheduler
     sched = EngineScheduler(mode=mode)
-    sched.schedule(copy.deepcopy(req))
-    out = []
-    for _ in range(repeat):
+
+    def call():
         r = copy.deepcopy(req)
         t0 = time.perf_counter()
         sched.schedule(r)
-        out.append(time.perf_counter() - t0)
-    return out
+        return time.perf_counter() - t0
+    return call
+
+
+def _capped_runs(fn, repeat: int, cap: float) -> dict:
+    """``fn`` once untimed, then ``repeat`` timed calls, in a forked child where
+    each call is capped at ``cap`` seconds (``time_capped``); the timed runs."""
+    got = time_capped(fn, repeat + 1, cap)
+    got["runs"] = got["runs"][1:]
+    got["median_s"] = statistics.median(got["runs"]) if got["runs"] else None
+    return got
 
 
 def warm_efficient() -> dict:
@@ -360,15 +369,16 @@ def run_efficient(nodes, units, gangs, scenario, seed, repeat, eff_cap, ray_cap,
     rc = _ticks(p, "ray-compat", repeat)
     launched_rc = schedule(p, mode="ray-compat").n_launched
 
-    def eff_ticks():
-        return {"runs": _ticks(p, "efficient", repeat),
-                "launched": schedule(p, mode="efficient").n_launched}
+    def eff_tick():
+        return schedule(p, mode="efficient").n_launched
 
-    eff = time_capped(eff_ticks, 1, eff_cap * (repeat + 2))
-    eff_runs = eff["first"]["runs"] if eff["first"] else []
-    e2e_rc = _end_to_end(req, "ray-compat", repeat)
-    e2e = time_capped(lambda: _end_to_end(req, "efficient", repeat), 1, eff_cap * (repeat + 2))
-    e2e_runs = e2e["first"] or []
+    eff = _capped_runs(eff_tick, repeat, eff_cap)
+    eff_runs = eff["runs"]
+    rc_call = _scheduler_call(req, "ray-compat")
+    rc_call()
+    e2e_rc = [rc_call() for _ in range(repeat)]
+    e2e = _capped_runs(_scheduler_call(req, "efficient"), repeat, eff_cap)
+    e2e_runs = e2e["runs"]
     ray = time_ray(req, repeat, ray_cap) if with_ray else None
     med = statistics.median
     row = {"scenario": scenario, "nodes": nodes, "requests": units, "gangs": gangs,
@@ -378,7 +388,7 @@ def run_efficient(nodes, units, gangs, scenario, seed, repeat, eff_cap, ray_cap,
            "efficient_runs_s": eff_runs, "efficient_median_s": med(eff_runs) if eff_runs else None,
            "efficient_error": eff["error"],
            "launched_ray_compat": launched_rc,
-           "launched_efficient": eff["first"]["launched"] if eff["first"] else None,
+           "launched_efficient": eff["first"],
            "e2e_ray_compat_runs_s": e2e_rc, "e2e_ray_compat_median_s": med(e2e_rc),
            "e2e_efficient_runs_s": e2e_runs,
            "e2e_efficient_median_s": med(e2e_runs) if e2e_runs else None,
