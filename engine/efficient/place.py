@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vecsched.engine.kernels.effp_existing import _fill_row
+from vecsched.engine.kernels.effp_existing import _fill_row, _walk_order
 from vecsched.engine.kernels.effp_fill import _dot_fill, _dot_fills
 from vecsched.engine.model.fits import anti_mask, fit_count, selector_mask
 from .cost import Costs
@@ -37,70 +37,55 @@ def _order(costs: Costs, qty: np.ndarray, gpu_col: int) -> np.ndarray:
 
 
 def on_existing(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool,
-                out: list, tight: bool = False) -> np.ndarray:
+                out, tight: bool = False) -> np.ndarray:
     """Place what fits on alive slots; returns the units left per row. ``tight``:
     among equally advanced nodes, the one left with the least normalised room
     first (best fit) instead of the lowest slot. The walk over the nodes is the
-    kernel ``effp_existing._fill_row``."""
+    kernel ``effp_existing._fill_row``, over the nodes that could hold the row's
+    bundle at the start of the tick (``State.walk``) and those launched since."""
     p = st.p
     left = np.asarray(want, np.int64).copy()
     qty = np.ascontiguousarray(qty, np.float64)
-    view = st.view(source)
     g = p.gpu_col
-    M = st.M
-    walks = _NodeWalks(st, M)
-    slots = np.empty(M, np.int64)
-    counts = np.empty(M, np.int64)
+    M, N = st.M, st.N
+    scratch = None
     for i in _order(costs, qty, g).tolist():
         if left[i] == 0:
             continue
         q = qty[i]
         r = int(rows[i])
-        anti = bool(p.req.anti[r, 0] >= 0)
-        order, bucket = walks.get(keep_gpu and g >= 0 and not q[g] > 0)
-        n = _fill_row(view, order, bucket, _node_ok(st, r, M), q, int(left[i]), anti, tight,
-                      costs.inv_ref, slots, counts)
+        spare = bool(keep_gpu and g >= 0 and not q[g] > 0)
+        order = _walk_order(st.walk(source, q, spare), st.ready, st.gpu, spare, N, M)
+        if not order.size:
+            continue
+        if scratch is None:
+            scratch = (np.empty(M, np.int64), np.empty(M, np.int64), np.empty((M, p.R)))
+        slots, counts, saved = scratch
+        key, val = (int(x) for x in p.req.anti[r])
+        view = st.view(source)
+        n = _fill_row(view, order, st.ready, st.gpu, spare, _node_ok(st, r, M), st.label,
+                      key, val, q, int(left[i]), tight, costs.inv_ref, slots, counts, saved)
         if n:
-            _record(st, slots[:n], i, counts[:n], r, anti, out)
+            _record(st, source, slots[:n], saved[:n], i, counts[:n], r, key >= 0, out)
             left[i] -= int(counts[:n].sum())
     return left
 
 
-class _NodeWalks:
-    """The orders in which ``on_existing`` walks alive slots 0..M-1, with their
-    buckets (equal exactly where only the slot tells nodes apart): the most
-    advanced first, and with ``spare_gpu`` (demand without GPUs while GPU nodes
-    are kept for GPU work) every node without GPUs before any GPU node. Made on
-    first use, once per call."""
-
-    def __init__(self, st: State, M: int):
-        self.st, self.M, self.cache = st, M, {}
-
-    def get(self, spare_gpu: bool):
-        got = self.cache.get(spare_gpu)
-        if got is None:
-            bucket = 6 - self.st.ready[:self.M].astype(np.int64)
-            if spare_gpu:
-                bucket = bucket + 8 * self.st.gpu[:self.M]
-            got = self.cache[spare_gpu] = (np.argsort(bucket, kind="stable"), bucket)
-        return got
-
-
 def _node_ok(st: State, r: int, M: int) -> np.ndarray:
-    """(M,) bool: slot may take request row r (alive, selectors, anti-affinity)."""
+    """(M,) bool: slot may take request row r as far as liveness and label
+    selectors go (anti-affinity is the kernel's)."""
     p = st.p
-    ok = st.alive[:M].copy()
     if p.req.sel_ptr[r + 1] > p.req.sel_ptr[r]:
-        ok &= selector_mask(p, r, st.label[:M])
-    if p.req.anti[r, 0] >= 0:
-        ok &= anti_mask(p, r, st.label[:M])
-    return ok
+        return st.alive[:M] & selector_mask(p, r, st.label[:M])
+    return st.alive
 
 
-def _record(st: State, slots: np.ndarray, i: int, counts: np.ndarray, r: int, anti: bool,
-            out: list) -> None:
-    """Book the units the kernel placed on ``slots``: the nodes received demand,
-    an anti-affinity label is set on them, (slot, i, units) go to ``out``."""
+def _record(st: State, source: int, slots: np.ndarray, saved: np.ndarray, i: int,
+            counts: np.ndarray, r: int, anti: bool, out) -> None:
+    """Book the units the kernel placed on ``slots`` (their rows before it in
+    ``saved``, for the journal): the nodes received demand, an anti-affinity
+    label is set on them, (slot, i, units) go to ``out``."""
+    st.keep_rows(slots, source, saved)
     st.received[slots] = True
     if anti:
         key, val = (int(x) for x in st.p.req.anti[r])
@@ -110,6 +95,8 @@ def _record(st: State, slots: np.ndarray, i: int, counts: np.ndarray, r: int, an
 
 def _put(st: State, source: int, m: int, i: int, n: int, q, r: int, anti: bool,
          out: list) -> None:
+    """n units of row i (request row r, bundle q) on slot m, one at a time."""
+    st.keep_rows(np.asarray([m]), source)
     view = st.view(source)          # looked up each time: a launch may grow the arrays
     view[m] = np.maximum(view[m] - n * q, 0.0)
     st.received[m] = True

@@ -10,14 +10,12 @@ Sums run left to right over the columns in both, so results match bit for bit.
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
 from vecsched.engine.efficient import place
-from vecsched.engine.efficient.place import _NodeWalks, _anti_groups, _order, _put, allowed_types
-from vecsched.engine.kernels.effp_existing import _fill_row
+from vecsched.engine.efficient.place import _anti_groups, _order, _put, allowed_types
+from vecsched.engine.kernels.effp_existing import _fill_row, _walk_order
 from vecsched.engine.kernels import effp_fill
 from vecsched.engine.kernels.effp_fill import _dot_fill, _dot_fills
 from vecsched.engine.model import fits
@@ -76,7 +74,7 @@ def fill_row(view, ok, ready, gpu, spare_gpu, q, want, anti, tight, inv_ref):
     """Units of q on existing nodes (view (M, R) updated): nodes that take at
     least one unit, without GPUs first when ``spare_gpu``, the most advanced
     next, then (``tight``) the least room left after, then the lowest slot;
-    returns [(slot, units)]."""
+    returns [(slot, units)]. ``ok``: the nodes allowed (alive, labels)."""
     fit = np.where(ok, fit_count(view, q), 0)
     if anti:
         fit = np.minimum(fit, 1)
@@ -231,12 +229,49 @@ def test_dot_fill_edge_cases():
                      np.full(1, -1)).tolist() == [100]
 
 
-def _walk_inputs(rng, grid, M):
+def walk_order(cand_old, ready, gpu, spare, N, M):
+    """Slots cand_old and N..M-1 by bucket (6 - readiness, + 8 for a spared GPU
+    node), then slot."""
+    slots = np.concatenate([cand_old, np.arange(N, M)]).astype(np.int64)
+    bucket = 6 - ready[slots].astype(np.int64) + (8 * gpu[slots] if spare else 0)
+    return slots[np.lexsort((slots, bucket))]
+
+
+def _walk_inputs(rng, grid, M, N):
     view = _rand_rows(rng, M, grid, 0.2) * 2
     ready = rng.integers(0, 7, M).astype(np.int8)
+    ready[N:] = 1                              # nodes the tick launched: equally ready
     gpu = rng.random(M) < 0.3
     ok = rng.random(M) < 0.8
-    return view, ready, gpu, ok
+    label = rng.integers(-1, 3, (M, 2)).astype(np.int32)
+    return view, ready, gpu, ok, label
+
+
+def _kernel_row(view, ready, gpu, spare, ok, label, key, val, q, want, tight, inv_ref, N,
+                cand_old=None):
+    M = view.shape[0]
+    if cand_old is None:
+        cand_old = walk_order(np.arange(N), ready, gpu, spare, N, N)
+    order = _walk_order(cand_old, ready, gpu, spare, N, M)
+    slots, counts, saved = np.empty(M, np.int64), np.empty(M, np.int64), np.empty((M, R))
+    before = view.copy()
+    n = _fill_row(view, order, ready, gpu, spare, ok, label, key, val, q, want, tight, inv_ref,
+                  slots, counts, saved)
+    assert saved[:n].tobytes() == before[slots[:n]].tobytes()      # the rows as they were
+    return list(zip(slots[:n].tolist(), counts[:n].tolist()))
+
+
+def test_walk_order_matches_twin():
+    rng = np.random.default_rng(31)
+    for case in range(300):
+        M = int(rng.integers(1, 40))
+        N = int(rng.integers(0, M + 1))
+        _, ready, gpu, _, _ = _walk_inputs(rng, True, M, N)
+        spare = bool(rng.random() < 0.5)
+        cand = np.flatnonzero(rng.random(N) < 0.6)
+        cand_old = walk_order(cand, ready, gpu, spare, N, N)
+        got = _walk_order(cand_old, ready, gpu, spare, N, M)
+        assert got.tolist() == walk_order(cand, ready, gpu, spare, N, M).tolist(), case
 
 
 @pytest.mark.parametrize("grid", [True, False])
@@ -246,22 +281,23 @@ def test_fill_row_matches_twin(grid, tight):
     inv_ref = 1.0 / np.asarray([8.0, 16.0, 3.0, 8.0, 0.5])
     for case in range(300):
         M = int(rng.integers(1, 40))
-        view, ready, gpu, ok = _walk_inputs(rng, grid, M)
+        N = int(rng.integers(0, M + 1))
+        view, ready, gpu, ok, label = _walk_inputs(rng, grid, M, N)
         if case % 5 == 0:
             view[M // 2:] = view[0]                        # identical nodes: slot order decides
-            ready[M // 2:] = ready[0]
+            ready[M // 2:N] = ready[0]
         q = _rand_rows(rng, 1, grid, 0.5)[0] / 2
         want = int(rng.integers(0, 30))
-        anti = bool(rng.random() < 0.2)
+        key, val = (int(rng.integers(0, 2)), int(rng.integers(0, 3))) if rng.random() < 0.3 \
+            else (-1, -1)
         spare = bool(rng.random() < 0.5)
-        walks = _NodeWalks(SimpleNamespace(ready=ready, gpu=gpu), M)
-        order, bucket = walks.get(spare)
-        slots, counts = np.empty(M, np.int64), np.empty(M, np.int64)
         got_view = view.copy()
-        n = _fill_row(got_view, order, bucket, ok, q, want, anti, tight, inv_ref, slots, counts)
+        got = _kernel_row(got_view, ready, gpu, spare, ok, label, key, val, q, want, tight,
+                          inv_ref, N)
         want_view = view.copy()
-        expect = fill_row(want_view, ok, ready, gpu, spare, q, want, anti, tight, inv_ref)
-        assert list(zip(slots[:n].tolist(), counts[:n].tolist())) == expect, case
+        allowed = ok & ((label[:, key] != val) if key >= 0 else True)
+        expect = fill_row(want_view, allowed, ready, gpu, spare, q, want, key >= 0, tight, inv_ref)
+        assert got == expect, case
         assert got_view.tobytes() == want_view.tobytes(), case      # bit for bit
 
 
@@ -269,24 +305,24 @@ def test_fill_row_edge_cases():
     view = np.asarray([[4.0, 0, 0, 0, 0], [4.0, 0, 0, 0, 0], [1.0, 0, 0, 0, 0]])
     ready = np.asarray([1, 6, 6], np.int8)
     gpu = np.asarray([False, True, False])
-    walks = _NodeWalks(SimpleNamespace(ready=ready, gpu=gpu), 3)
+    label = np.full((3, 1), -1, np.int32)
     q = np.asarray([1.0, 0, 0, 0, 0])
     inv = np.ones(R)
-    slots, counts = np.empty(3, np.int64), np.empty(3, np.int64)
     ok = np.ones(3, bool)
-    order, bucket = walks.get(True)      # demand without GPUs: the GPU node last
-    n = _fill_row(view.copy(), order, bucket, ok, q, 6, False, False, inv, slots, counts)
-    assert list(zip(slots[:n], counts[:n])) == [(2, 1), (0, 4), (1, 1)]
-    order, bucket = walks.get(False)     # most advanced first, then the lowest slot
-    n = _fill_row(view.copy(), order, bucket, ok, q, 6, False, False, inv, slots, counts)
-    assert list(zip(slots[:n], counts[:n])) == [(1, 4), (2, 1), (0, 1)]
-    # tight: among the equally advanced, the one left with least room first
-    n = _fill_row(view.copy(), order, bucket, ok, q, 1, False, True, inv, slots, counts)
-    assert list(zip(slots[:n], counts[:n])) == [(2, 1)]
-    # anti-affinity: one unit per node; nothing wanted: nothing placed
-    n = _fill_row(view.copy(), order, bucket, ok, q, 9, True, False, inv, slots, counts)
-    assert list(zip(slots[:n], counts[:n])) == [(1, 1), (2, 1), (0, 1)]
-    assert _fill_row(view.copy(), order, bucket, ok, q, 0, False, False, inv, slots, counts) == 0
+
+    def row(spare, want, tight=False, key=-1):
+        return _kernel_row(view.copy(), ready, gpu, spare, ok, label, key, 0, q, want, tight,
+                           inv, 3)
+    assert row(True, 6) == [(2, 1), (0, 4), (1, 1)]     # without GPUs: the GPU node last
+    assert row(False, 6) == [(1, 4), (2, 1), (0, 1)]    # most advanced first, then lowest slot
+    assert row(False, 1, tight=True) == [(2, 1)]        # tight: least room left first
+    assert row(False, 9, key=0) == [(1, 1), (2, 1), (0, 1)]   # anti-affinity: one per node
+    assert row(False, 0) == []
+    label[1, 0] = 0                                     # node 1 carries the label already
+    assert row(False, 9, key=0) == [(2, 1), (0, 1)]
+    # a node left out of the walk (it could not hold the bundle at the start) is not offered
+    assert _kernel_row(view.copy(), ready, gpu, False, ok, label, -1, 0, q, 6, False, inv, 3,
+                       cand_old=np.asarray([2, 0], np.int64)) == [(2, 1), (0, 4)]
 
 
 def test_trial_entry_point_is_the_kernel():
