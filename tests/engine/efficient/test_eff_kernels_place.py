@@ -117,8 +117,10 @@ class ReadablePlace:
             ok = st.alive[:M] & selector_mask(p, r, st.label[:M]) & anti_mask(p, r, st.label[:M])
             anti = p.req.anti[r, 0] >= 0
             spare = bool(keep_gpu and g >= 0 and not q[g] > 0)
-            for m, n in fill_row(view[:M], ok, st.ready[:M], st.gpu[:M], spare, q,
+            for m, n in fill_row(view[:M].copy(), ok, st.ready[:M], st.gpu[:M], spare, q,
                                  int(left[i]), anti, tight, costs.inv_ref):
+                st.keep_rows(np.asarray([m]), source)          # for State.restore
+                view[m] = np.maximum(view[m] - n * q, 0.0)
                 st.received[m] = True
                 if anti:
                     key, val = (int(x) for x in p.req.anti[r])
