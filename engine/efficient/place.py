@@ -114,18 +114,33 @@ def allowed_types(st: State, costs: Costs, rows, qty, keep_gpu: bool) -> np.ndar
     p = st.p
     S = len(rows)
     out = np.zeros((S, p.T), bool)
-    conf = p.type_configured
     for i in range(S):
-        r = int(rows[i])
-        out[i] = conf & (fit_count(p.type_free, qty[i]) > 0) \
-            & selector_mask(p, r, p.type_label) & anti_mask(p, r, p.type_label)
+        out[i] = _type_ok(st, int(rows[i]), qty[i])
     g = p.gpu_col
     if keep_gpu and g >= 0:
-        room = np.asarray([st.can_launch(t) for t in range(p.T)])
+        room = launch_room(st)
         no_gpu = qty[:, g] <= 0
         cpu_ok = (out & ~costs.type_gpu[None, :] & room[None, :]).any(axis=1)
         out[no_gpu & cpu_ok] &= ~costs.type_gpu[None, :]
     return out
+
+
+def _type_ok(st: State, r: int, q: np.ndarray) -> np.ndarray:
+    """(T,) bool: a fresh node of each type may take a unit of bundle q with
+    request row r's selectors and anti-affinity (type labels and capacities do
+    not change in a tick: kept per (row, bundle) in ``st.type_ok``)."""
+    key = (r, q.tobytes())
+    got = st.type_ok.get(key)
+    if got is None:
+        p = st.p
+        got = st.type_ok[key] = p.type_configured & (fit_count(p.type_free, q) > 0) \
+            & selector_mask(p, r, p.type_label) & anti_mask(p, r, p.type_label)
+    return got
+
+
+def launch_room(st: State) -> np.ndarray:
+    """(T,) bool: ``st.can_launch`` of every type."""
+    return (st.type_room > 0) & (st.global_room != 0)
 
 
 def trial(free0: np.ndarray, qty: np.ndarray, avail: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -149,8 +164,7 @@ def on_new(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool
     size = costs.size(qty)
     type_free = np.ascontiguousarray(p.type_free, np.float64)
     while left.any():
-        types = np.asarray([t for t in range(p.T)
-                            if st.can_launch(t) and (allowed[:, t] & (left > 0)).any()], np.int64)
+        types = np.flatnonzero(launch_room(st) & (allowed & (left > 0)[:, None]).any(axis=0))
         if types.size == 0:
             break
         demand = np.stack([(allowed[:, t] * left) @ qty for t in types.tolist()])

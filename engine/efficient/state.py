@@ -66,6 +66,7 @@ class State:
         self._log: list = []        # (slots, source, view rows, label rows, received rows)
         self._floor = 0             # slots below it are journaled: the largest M snapshotted
         self._walks: dict = {}
+        self.type_ok: dict = {}     # (request row, bundle bytes) -> (T,) bool (place._type_ok)
         self.new_types: list[int] = []
         self.terms: list[tuple[int, int, int]] = []     # (node, cause, value), reply order
         self.terminable = terminable(p)     # never the head, nor REQUESTED / RAY_STOP_REQUESTED
