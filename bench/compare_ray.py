@@ -27,14 +27,14 @@ configuration's decisions differ.
 ``--mode efficient`` (issue 22) times the opt-in efficient mode side by side with
 ray-compat in one process, on ``cluster_v2`` rows nodes/units/groups (default
 1k/1k/50, 1k/30k/0, 10k/100k/1,000): ``engine.schedule`` of the built Problem in
-each mode (median of --repeat ticks after one untimed tick, the ratio efficient /
+each mode (median of --repeat ticks after one untimed call, the ratio efficient /
 ray-compat), Ray's own scheduler on the same request, and
 ``EngineScheduler(mode="efficient")`` end to end (decode, tick, encode; one
 instance across calls, median of --repeat after one untimed call) next to
 ``EngineScheduler()``. The numba compile (or cache load) of both modes' kernels
 is timed first, on a tiny tick, and reported on its own. Efficient ticks run in a
 forked child capped at --eff-cap seconds per call (a tick still running is
-reported as "> cap"). Decisions are not compared: the efficient mode plans
+reported as "> cap"), and so do ray-compat's, so both see the same process. Decisions are not compared: the efficient mode plans
 differently by design (its launches are listed).
 """
 from __future__ import annotations
@@ -310,18 +310,6 @@ def time_capped(fn, repeat: int, cap: float) -> dict:
             "median_s": statistics.median(runs) if runs else None}
 
 
-def _ticks(p, mode: str, repeat: int) -> list:
-    """Seconds of ``repeat`` ticks of ``engine.schedule`` after one untimed tick."""
-    from vecsched.engine import schedule
-    schedule(p, mode=mode)
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        schedule(p, mode=mode)
-        out.append(time.perf_counter() - t0)
-    return out
-
-
 def _scheduler_call(req, mode: str):
     """A function making one ``EngineScheduler(mode=mode).schedule`` call per
     call on one instance (each on a fresh deep copy of ``req``, copying not
@@ -366,37 +354,36 @@ def run_efficient(nodes, units, gangs, scenario, seed, repeat, eff_cap, ray_cap,
     spec = common.cluster_v2(nodes=nodes, units=units, scenario=scenario, seed=seed, gangs=gangs)
     p = common.engine_problem(spec)
     req = common.scheduling_request(spec)
-    rc = _ticks(p, "ray-compat", repeat)
-    launched_rc = schedule(p, mode="ray-compat").n_launched
-
-    def eff_tick():
-        return schedule(p, mode="efficient").n_launched
-
-    eff = _capped_runs(eff_tick, repeat, eff_cap)
-    eff_runs = eff["runs"]
-    rc_call = _scheduler_call(req, "ray-compat")
-    rc_call()
-    e2e_rc = [rc_call() for _ in range(repeat)]
-    e2e = _capped_runs(_scheduler_call(req, "efficient"), repeat, eff_cap)
-    e2e_runs = e2e["runs"]
+    # Both modes alike: each in a forked child of this process, capped per call.
+    runs, launched, e2e_runs, errors = {}, {}, {}, {}
+    for mode in ("ray-compat", "efficient"):
+        got = _capped_runs(lambda mode=mode: schedule(p, mode=mode).n_launched, repeat, eff_cap)
+        runs[mode], launched[mode], errors[mode] = got["runs"], got["first"], got["error"]
+        got = _capped_runs(_scheduler_call(req, mode), repeat, eff_cap)
+        e2e_runs[mode], errors["e2e " + mode] = got["runs"], got["error"]
+    rc, eff_runs = runs["ray-compat"], runs["efficient"]
+    launched_rc, e2e_rc = launched["ray-compat"], e2e_runs["ray-compat"]
     ray = time_ray(req, repeat, ray_cap) if with_ray else None
     med = statistics.median
     row = {"scenario": scenario, "nodes": nodes, "requests": units, "gangs": gangs,
            "seed": seed, "instances": len(spec.nodes), "repeat": repeat,
            "eff_cap_s": eff_cap, "ray_cap_s": ray_cap,
-           "ray_compat_runs_s": rc, "ray_compat_median_s": med(rc),
+           "ray_compat_runs_s": rc, "ray_compat_median_s": med(rc) if rc else None,
            "efficient_runs_s": eff_runs, "efficient_median_s": med(eff_runs) if eff_runs else None,
-           "efficient_error": eff["error"],
+           "efficient_error": errors["efficient"], "errors": errors,
            "launched_ray_compat": launched_rc,
-           "launched_efficient": eff["first"],
-           "e2e_ray_compat_runs_s": e2e_rc, "e2e_ray_compat_median_s": med(e2e_rc),
-           "e2e_efficient_runs_s": e2e_runs,
-           "e2e_efficient_median_s": med(e2e_runs) if e2e_runs else None,
-           "e2e_efficient_error": e2e["error"],
+           "launched_efficient": launched["efficient"],
+           "e2e_ray_compat_runs_s": e2e_rc,
+           "e2e_ray_compat_median_s": med(e2e_rc) if e2e_rc else None,
+           "e2e_efficient_runs_s": e2e_runs["efficient"],
+           "e2e_efficient_median_s": (med(e2e_runs["efficient"]) if e2e_runs["efficient"]
+                                      else None),
+           "e2e_efficient_error": errors["e2e efficient"],
            "ray_median_s": ray["median_s"] if ray else None,
            "ray_runs": len(ray["runs"]) if ray else 0, "ray_error": ray["error"] if ray else None}
     row["ratio_vs_ray_compat"] = (row["efficient_median_s"] / row["ray_compat_median_s"]
-                                  if row["efficient_median_s"] else None)
+                                  if row["efficient_median_s"] and row["ray_compat_median_s"]
+                                  else None)
     row["ray_over_efficient"] = (row["ray_median_s"] / row["efficient_median_s"]
                                  if row["efficient_median_s"] and row["ray_median_s"] else None)
     return row

@@ -17,6 +17,15 @@ placements as (slot, i, units) and what is left per row.
   discounted by how little of the node this tick fills (``fill_credit``). The
   best type's packing is repeated for as many identical nodes as the counts
   allow, then the types are scored again.
+
+How it runs: a row's walk over existing nodes is the numba kernel
+``effp_existing._fill_row`` (over ``State.walk``: only the nodes that could hold
+the bundle at the start of the tick, plus the ones launched since); the
+dot-product trials of every candidate type are one ``effp_fill._dot_fills``
+call; the identical nodes of a packing are launched at once
+(``State.launch_many``). Changes to existing slots are journaled
+(``State.keep_rows``) so that snapshots are cheap. Placements go to ``out``: a
+list of (slot, i, units) triples, or a ``Chunks`` of arrays (the demand path).
 """
 from __future__ import annotations
 
