@@ -4,6 +4,8 @@ and check that they decide the same.
     python bench/compare_ray.py [--nodes 1000] [--requests 1000] [--shapes 20]
         [--scenario saturated|fragmented] [--seed 0] [--repeat 5] [--ray-cap 60]
         [--grid] [--json] [--profile TOP]
+    python bench/compare_ray.py --mode efficient [--rows 1000/1000/50,1000/30000/0,...]
+        [--repeat 5] [--eff-cap 300] [--ray-cap 60] [--no-ray] [--json]
 
 One SchedulingRequest is built from the seeded generator in
 bench/benchmarks/common.py (building is not timed). The engine is warmed up first
@@ -21,6 +23,21 @@ The engine runs in ray-compat mode; on this generator's inputs (no min workers, 
 max_num_nodes, no unconfigured types) none of its documented crash-class fixes
 (Q3, Q4, Q12, Q13) can apply, so plain Ray is the reference. Exit status 1 when any
 configuration's decisions differ.
+
+``--mode efficient`` (issue 22) times the opt-in efficient mode side by side with
+ray-compat in one process, on ``cluster_v2`` rows nodes/units/groups (default
+1k/1k/50, 1k/30k/0, 10k/100k/1,000): ``engine.schedule`` of the built Problem in
+each mode (median of --repeat ticks after one untimed call, the ratio efficient /
+ray-compat), Ray's own scheduler on the same request, and
+``EngineScheduler(mode="efficient")`` end to end (decode, tick, encode; one
+instance across calls, median of --repeat after one untimed call) next to
+``EngineScheduler()``. The numba compile (or cache load) of both modes' kernels
+is timed first, on a tiny tick, and reported on its own. Efficient ticks run in a
+forked child capped at --eff-cap seconds per call (a tick still running is
+reported as "> cap"), and so do ray-compat's, so both see the same process;
+the EngineScheduler calls run in this process, the efficient ones only when its
+tick ended within the cap. Decisions are not compared: the efficient mode plans
+differently by design (its launches are listed).
 """
 from __future__ import annotations
 
@@ -241,6 +258,206 @@ def profile(nodes, units, shapes, scenario, seed, top, calls, gangs=0) -> int:
     return 0
 
 
+# ---- --mode efficient ----------------------------------------------------------------
+EFFICIENT_ROWS = ((1000, 1000, 50), (1000, 30000, 0), (10000, 100000, 1000))
+
+
+def _capped_child(conn, fn, repeat: int, cap: float) -> None:
+    import gc
+    gc.freeze()        # the parent's objects: not scanned (nor copied on write) by the GC here
+    start = time.perf_counter()
+    try:
+        for i in range(repeat):
+            t0 = time.perf_counter()
+            out = fn()
+            dt = time.perf_counter() - t0
+            conn.send(("run", dt, out if i == 0 else None))
+            if time.perf_counter() - start + dt > cap:
+                break
+        conn.send(("done", None, None))
+    except BaseException as e:            # report, never hang the parent
+        conn.send(("error", repr(e), None))
+
+
+def time_capped(fn, repeat: int, cap: float) -> dict:
+    """``fn()`` ``repeat`` times in a forked child, each call capped at ``cap``
+    seconds (as ``time_ray``); returns the runs, the first call's result, the
+    median and any error."""
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_capped_child, args=(child, fn, repeat, cap), daemon=True)
+    start = time.perf_counter()
+    proc.start()
+    child.close()
+    runs, first, error = [], None, None
+    while True:
+        left = start + (cap if not runs else 2 * cap) - time.perf_counter()
+        if left <= 0 or not parent.poll(left):
+            break
+        try:
+            kind, a, b = parent.recv()
+        except EOFError:
+            error = error or "child exited"
+            break
+        if kind == "run":
+            runs.append(a)
+            first = first if b is None else b
+        elif kind == "error":
+            error = a
+            break
+        else:
+            break
+    if proc.is_alive():
+        proc.kill()
+    proc.join()
+    return {"runs": runs, "first": first, "error": error,
+            "median_s": statistics.median(runs) if runs else None}
+
+
+def _scheduler_call(req, mode: str):
+    """A function making one ``EngineScheduler(mode=mode).schedule`` call per
+    call on one instance (each on a fresh deep copy of ``req``, copying not
+    timed); returns its seconds."""
+    from vecsched.adapters.ray import EngineScheduler
+    sched = EngineScheduler(mode=mode)
+
+    def call():
+        r = copy.deepcopy(req)
+        t0 = time.perf_counter()
+        sched.schedule(r)
+        return time.perf_counter() - t0
+    return call
+
+
+def _capped_runs(fn, repeat: int, cap: float) -> dict:
+    """``fn`` once untimed, then ``repeat`` timed calls, in a forked child where
+    each call is capped at ``cap`` seconds (``time_capped``); the timed runs."""
+    got = time_capped(fn, repeat + 1, cap)
+    got["runs"] = got["runs"][1:]
+    got["median_s"] = statistics.median(got["runs"]) if got["runs"] else None
+    return got
+
+
+def warm_efficient() -> dict:
+    """Compile (or load from numba's cache) both modes' kernels on a tiny
+    cluster_v2 tick with groups; seconds per mode."""
+    import vecsched.engine as engine
+    from vecsched.engine import schedule
+    t0 = time.perf_counter()
+    engine.warmup()
+    t1 = time.perf_counter()
+    tiny = common.engine_problem(common.cluster_v2(nodes=30, units=60, gangs=3))
+    schedule(tiny, mode="efficient")
+    return {"ray_compat_s": t1 - t0, "efficient_s": time.perf_counter() - t1}
+
+
+def run_efficient(nodes, units, gangs, scenario, seed, repeat, eff_cap, ray_cap,
+                  with_ray=True) -> dict:
+    """One --mode efficient row (module docstring)."""
+    from vecsched.engine import schedule
+    spec = common.cluster_v2(nodes=nodes, units=units, scenario=scenario, seed=seed, gangs=gangs)
+    p = common.engine_problem(spec)
+    req = common.scheduling_request(spec)
+    # Both modes alike: each in a forked child of this process, capped per call.
+    runs, launched, e2e_runs, errors = {}, {}, {}, {}
+    for mode in ("ray-compat", "efficient"):
+        got = _capped_runs(lambda mode=mode: schedule(p, mode=mode).n_launched, repeat, eff_cap)
+        runs[mode], launched[mode], errors[mode] = got["runs"], got["first"], got["error"]
+    # End to end in this process (a forked child's first touches of the parent's
+    # heap doubled these times), and only once the efficient tick is known to end.
+    for mode in ("ray-compat", "efficient"):
+        errors["e2e " + mode] = None
+        if not runs[mode]:
+            e2e_runs[mode] = []
+            errors["e2e " + mode] = errors[mode]
+            continue
+        call = _scheduler_call(req, mode)
+        call()
+        e2e_runs[mode] = [call() for _ in range(repeat)]
+    rc, eff_runs = runs["ray-compat"], runs["efficient"]
+    launched_rc, e2e_rc = launched["ray-compat"], e2e_runs["ray-compat"]
+    ray = time_ray(req, repeat, ray_cap) if with_ray else None
+    med = statistics.median
+    row = {"scenario": scenario, "nodes": nodes, "requests": units, "gangs": gangs,
+           "seed": seed, "instances": len(spec.nodes), "repeat": repeat,
+           "eff_cap_s": eff_cap, "ray_cap_s": ray_cap,
+           "ray_compat_runs_s": rc, "ray_compat_median_s": med(rc) if rc else None,
+           "efficient_runs_s": eff_runs, "efficient_median_s": med(eff_runs) if eff_runs else None,
+           "efficient_error": errors["efficient"], "errors": errors,
+           "launched_ray_compat": launched_rc,
+           "launched_efficient": launched["efficient"],
+           "e2e_ray_compat_runs_s": e2e_rc,
+           "e2e_ray_compat_median_s": med(e2e_rc) if e2e_rc else None,
+           "e2e_efficient_runs_s": e2e_runs["efficient"],
+           "e2e_efficient_median_s": (med(e2e_runs["efficient"]) if e2e_runs["efficient"]
+                                      else None),
+           "e2e_efficient_error": errors["e2e efficient"],
+           "ray_median_s": ray["median_s"] if ray else None,
+           "ray_runs": len(ray["runs"]) if ray else 0, "ray_error": ray["error"] if ray else None}
+    row["ratio_vs_ray_compat"] = (row["efficient_median_s"] / row["ray_compat_median_s"]
+                                  if row["efficient_median_s"] and row["ray_compat_median_s"]
+                                  else None)
+    row["ray_over_efficient"] = (row["ray_median_s"] / row["efficient_median_s"]
+                                 if row["efficient_median_s"] and row["ray_median_s"] else None)
+    return row
+
+
+def _ms(x) -> str:
+    return "-" if x is None else f"{x * 1000:.1f}"
+
+
+def efficient_table(rows: list, warm: dict) -> str:
+    out = [f"numba compile / cache load on a tiny tick: ray-compat {warm['ray_compat_s']:.2f} s, "
+           f"efficient {warm['efficient_s']:.2f} s (not in the rows)",
+           "| nodes / units / groups | ray-compat ms | efficient ms (runs) | eff / ray-compat "
+           "| Ray ms (runs) | Ray / eff | EngineScheduler e2e ms: ray-compat / efficient "
+           "| launched rc / eff |", "|" + "---|" * 8]
+    for r in rows:
+        eff = _ms(r["efficient_median_s"]) if r["efficient_median_s"] is not None else \
+            (f"> {r['eff_cap_s']:g} s" if not r["efficient_error"] else f"error {r['efficient_error']}")
+        ratio = "-" if r["ratio_vs_ray_compat"] is None else f"{r['ratio_vs_ray_compat']:.2f}x"
+        if r["ray_median_s"] is not None:
+            ray = f"{_ms(r['ray_median_s'])} ({r['ray_runs']})"
+        elif r["ray_error"]:
+            ray = f"error {r['ray_error']}"
+        else:
+            ray = "not run" if r["ray_runs"] == 0 and r["ray_cap_s"] == 0 else f"> {r['ray_cap_s']:g} s"
+        vs_ray = "-" if r["ray_over_efficient"] is None else f"{r['ray_over_efficient']:.1f}x"
+        e2e = _ms(r["e2e_efficient_median_s"]) if r["e2e_efficient_median_s"] is not None else \
+            (f"> {r['eff_cap_s']:g} s" if not r["e2e_efficient_error"]
+             else f"error {r['e2e_efficient_error']}")
+        out.append(f"| {r['nodes']} / {r['requests']} / {r['gangs']} | "
+                   f"{_ms(r['ray_compat_median_s'])} | {eff} ({len(r['efficient_runs_s'])}) | "
+                   f"{ratio} | {ray} | {vs_ray} | {_ms(r['e2e_ray_compat_median_s'])} / {e2e} | "
+                   f"{r['launched_ray_compat']} / {r['launched_efficient']} |")
+    return "\n".join(out)
+
+
+def main_efficient(a) -> int:
+    rows_spec = EFFICIENT_ROWS
+    if a.rows:
+        try:
+            rows_spec = [tuple(int(x) for x in part.split("/")) for part in a.rows.split(",")]
+        except ValueError:
+            raise SystemExit(f"--rows: expected nodes/units/groups[,...], got {a.rows!r}")
+        if any(len(r) != 3 for r in rows_spec):
+            raise SystemExit(f"--rows: expected nodes/units/groups[,...], got {a.rows!r}")
+    warm = warm_efficient()
+    rows = []
+    for n, k, g in rows_spec:
+        rows.append(run_efficient(n, k, g, a.scenario, a.seed, a.repeat, a.eff_cap,
+                                  0.0 if a.no_ray else a.ray_cap, with_ray=not a.no_ray))
+        if not a.json:
+            print(f"  done {n}/{k}/{g}", file=sys.stderr, flush=True)
+    if a.json:
+        print(json.dumps({"warmup": warm, "rows": rows}, indent=1, default=str))
+    else:
+        print(f"--mode efficient: generator cluster_v2, {a.scenario}, seed {a.seed}, "
+              f"medians of {a.repeat} ticks after one untimed tick, one process")
+        print(efficient_table(rows, warm))
+    return 0
+
+
 # ---- output ---------------------------------------------------------------------------------
 def _fmt_s(x) -> str:
     return "-" if x is None else f"{x:.4f}" if x < 10 else f"{x:.2f}"
@@ -293,7 +510,18 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", type=int, metavar="TOP", default=0,
                     help="skip Ray; cProfile --repeat EngineScheduler.schedule calls (after "
                          "one unprofiled call) and print the TOP functions by cumulative time")
+    ap.add_argument("--mode", choices=("ray-compat", "efficient"), default="ray-compat",
+                    help="efficient: the efficient mode's rows (module docstring)")
+    ap.add_argument("--rows", default="",
+                    help="--mode efficient: nodes/units/groups[,...] (default "
+                         + ",".join("/".join(map(str, r)) for r in EFFICIENT_ROWS) + ")")
+    ap.add_argument("--eff-cap", type=float, default=300.0,
+                    help="--mode efficient: seconds per efficient tick before it is cut")
+    ap.add_argument("--no-ray", action="store_true",
+                    help="--mode efficient: skip timing Ray's own scheduler")
     a = ap.parse_args(argv)
+    if a.mode == "efficient":
+        return main_efficient(a)
     if a.pr64175:
         a.shapes = 0                       # _spec's marker for cluster_pr64175
         a.nodes = 1337 if a.nodes == 1000 else a.nodes

@@ -17,12 +17,23 @@ placements as (slot, i, units) and what is left per row.
   discounted by how little of the node this tick fills (``fill_credit``). The
   best type's packing is repeated for as many identical nodes as the counts
   allow, then the types are scored again.
+
+How it runs: a row's walk over existing nodes is the numba kernel
+``effp_existing._fill_row`` (over ``State.walk``: only the nodes that could hold
+the bundle at the start of the tick, plus the ones launched since); the
+dot-product trials of every candidate type are one ``effp_fill._dot_fills``
+call; the identical nodes of a packing are launched at once
+(``State.launch_many``). Changes to existing slots are journaled
+(``State.keep_rows``) so that snapshots are cheap. Placements go to ``out``: a
+list of (slot, i, units) triples, or a ``Chunks`` of arrays (the demand path).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from vecsched.engine.model.fits import BIG_COUNT, anti_mask, fit_count, selector_mask
+from vecsched.engine.kernels.effp_existing import _fill_row, _walk_order
+from vecsched.engine.kernels.effp_fill import _dot_fill, _dot_fills
+from vecsched.engine.model.fits import anti_mask, fit_count, selector_mask
 from .cost import Costs
 from .state import State
 
@@ -35,46 +46,66 @@ def _order(costs: Costs, qty: np.ndarray, gpu_col: int) -> np.ndarray:
 
 
 def on_existing(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool,
-                out: list, tight: bool = False) -> np.ndarray:
+                out, tight: bool = False) -> np.ndarray:
     """Place what fits on alive slots; returns the units left per row. ``tight``:
     among equally advanced nodes, the one left with the least normalised room
-    first (best fit) instead of the lowest slot."""
+    first (best fit) instead of the lowest slot. The walk over the nodes is the
+    kernel ``effp_existing._fill_row``, over the nodes that could hold the row's
+    bundle at the start of the tick (``State.walk``) and those launched since."""
     p = st.p
     left = np.asarray(want, np.int64).copy()
-    view = st.view(source)
+    qty = np.ascontiguousarray(qty, np.float64)
     g = p.gpu_col
+    M, N = st.M, st.N
+    scratch = None
     for i in _order(costs, qty, g).tolist():
         if left[i] == 0:
             continue
-        M = st.M
         q = qty[i]
         r = int(rows[i])
-        ok = st.alive[:M] & selector_mask(p, r, st.label[:M]) & anti_mask(p, r, st.label[:M])
-        fit = np.where(ok, fit_count(view[:M], q), 0)
-        anti = p.req.anti[r, 0] >= 0
-        if anti:
-            fit = np.minimum(fit, 1)
-        cand = np.flatnonzero(fit > 0)
-        if cand.size == 0:
+        spare = bool(keep_gpu and g >= 0 and not q[g] > 0)
+        order = _walk_order(st.walk(source, q, spare), st.ready, st.gpu, spare, N, M)
+        if not order.size:
             continue
-        mismatch = st.gpu[cand] & ~(q[g] > 0) if (keep_gpu and g >= 0) else np.zeros(cand.size, bool)
-        if tight:
-            k = np.minimum(fit[cand], left[i])
-            room = np.clip(view[cand] - k[:, None] * q, 0.0, None) @ costs.inv_ref
-            order = np.lexsort((cand, room, -st.ready[cand], mismatch))
-        else:
-            order = np.lexsort((cand, -st.ready[cand], mismatch))
-        for m in cand[order].tolist():
-            if left[i] == 0:
-                break
-            n = int(min(fit[m], left[i]))
-            _put(st, source, m, i, n, q, r, anti, out)
-            left[i] -= n
+        if scratch is None:
+            scratch = (np.empty(M, np.int64), np.empty(M, np.int64), np.empty((M, p.R)))
+        slots, counts, saved = scratch
+        key, val = (int(x) for x in p.req.anti[r])
+        view = st.view(source)
+        n = _fill_row(view, order, st.ready, st.gpu, spare, _node_ok(st, r, M), st.label,
+                      key, val, q, int(left[i]), tight, costs.inv_ref, slots, counts, saved)
+        if n:
+            _record(st, source, slots[:n], saved[:n], i, counts[:n], r, key >= 0, out)
+            left[i] -= int(counts[:n].sum())
     return left
+
+
+def _node_ok(st: State, r: int, M: int) -> np.ndarray:
+    """(M,) bool: slot may take request row r as far as liveness and label
+    selectors go (anti-affinity is the kernel's)."""
+    p = st.p
+    if p.req.sel_ptr[r + 1] > p.req.sel_ptr[r]:
+        return st.alive[:M] & selector_mask(p, r, st.label[:M])
+    return st.alive
+
+
+def _record(st: State, source: int, slots: np.ndarray, saved: np.ndarray, i: int,
+            counts: np.ndarray, r: int, anti: bool, out) -> None:
+    """Book the units the kernel placed on ``slots`` (their rows before it in
+    ``saved``, for the journal): the nodes received demand, an anti-affinity
+    label is set on them, (slot, i, units) go to ``out``."""
+    st.keep_rows(slots, source, saved)
+    st.received[slots] = True
+    if anti:
+        key, val = (int(x) for x in st.p.req.anti[r])
+        st.label[slots, key] = val
+    out.add(slots.copy(), np.full(len(slots), i, np.int64), counts.copy())
 
 
 def _put(st: State, source: int, m: int, i: int, n: int, q, r: int, anti: bool,
          out: list) -> None:
+    """n units of row i (request row r, bundle q) on slot m, one at a time."""
+    st.keep_rows(np.asarray([m]), source)
     view = st.view(source)          # looked up each time: a launch may grow the arrays
     view[m] = np.maximum(view[m] - n * q, 0.0)
     st.received[m] = True
@@ -92,55 +123,41 @@ def allowed_types(st: State, costs: Costs, rows, qty, keep_gpu: bool) -> np.ndar
     p = st.p
     S = len(rows)
     out = np.zeros((S, p.T), bool)
-    conf = p.type_configured
     for i in range(S):
-        r = int(rows[i])
-        out[i] = conf & (fit_count(p.type_free, qty[i]) > 0) \
-            & selector_mask(p, r, p.type_label) & anti_mask(p, r, p.type_label)
+        out[i] = _type_ok(st, int(rows[i]), qty[i])
     g = p.gpu_col
     if keep_gpu and g >= 0:
-        room = np.asarray([st.can_launch(t) for t in range(p.T)])
+        room = launch_room(st)
         no_gpu = qty[:, g] <= 0
         cpu_ok = (out & ~costs.type_gpu[None, :] & room[None, :]).any(axis=1)
         out[no_gpu & cpu_ok] &= ~costs.type_gpu[None, :]
     return out
 
 
+def _type_ok(st: State, r: int, q: np.ndarray) -> np.ndarray:
+    """(T,) bool: a fresh node of each type may take a unit of bundle q with
+    request row r's selectors and anti-affinity (type labels and capacities do
+    not change in a tick: kept per (row, bundle) in ``st.type_ok``)."""
+    key = (r, q.tobytes())
+    got = st.type_ok.get(key)
+    if got is None:
+        p = st.p
+        got = st.type_ok[key] = p.type_configured & (fit_count(p.type_free, q) > 0) \
+            & selector_mask(p, r, p.type_label) & anti_mask(p, r, p.type_label)
+    return got
+
+
+def launch_room(st: State) -> np.ndarray:
+    """(T,) bool: ``st.can_launch`` of every type."""
+    return (st.type_room > 0) & (st.global_room != 0)
+
+
 def trial(free0: np.ndarray, qty: np.ndarray, avail: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """(S',) units of each row one fresh node (free room ``free0`` (R,)) takes, by
-    the dot-product rule. ``groups`` (S',): anti-affinity group of each row (-1
-    none); a node takes at most one unit of a group."""
-    S = len(avail)
-    k = np.zeros(S, np.int64)
-    rem = free0.astype(float).copy()
-    inv = np.where(free0 > 0, 1.0 / np.where(free0 > 0, free0, 1.0), 0.0)
-    qn = qty * inv
-    pos = qty > 0
-    safe_q = np.where(pos, qty, 1.0)
-    taken_groups: set = set()
-    while True:
-        cand = avail > k
-        if not cand.any():
-            break
-        ratio = np.where(pos, rem[None, :] / safe_q, np.inf).min(axis=1)
-        fit = np.where(np.isinf(ratio), BIG_COUNT,
-                       np.floor(np.clip(ratio, 0.0, None) * (1.0 + 1e-12))).astype(np.int64)
-        cand &= fit >= 1
-        for i in np.flatnonzero(cand & (groups >= 0)).tolist():
-            if int(groups[i]) in taken_groups:
-                cand[i] = False
-        if not cand.any():
-            break
-        score = np.where(cand, qn @ (rem * inv), -np.inf)
-        i = int(np.argmax(score))
-        if groups[i] >= 0:
-            take = 1
-            taken_groups.add(int(groups[i]))
-        else:
-            take = max(1, int(min(avail[i] - k[i], fit[i])) // 8)
-        k[i] += take
-        rem = np.maximum(rem - take * qty[i], 0.0)
-    return k
+    the dot-product rule (``effp_fill``). ``groups`` (S',): anti-affinity group
+    of each row (-1 none); a node takes at most one unit of a group."""
+    return _dot_fill(np.ascontiguousarray(free0, np.float64), np.ascontiguousarray(qty, np.float64),
+                     np.asarray(avail, np.int64), np.asarray(groups, np.int64))
 
 
 def on_new(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool,
@@ -150,20 +167,22 @@ def on_new(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool
     left = np.asarray(want, np.int64).copy()
     if not left.any():
         return left
+    qty = np.ascontiguousarray(qty, np.float64)
     allowed = allowed_types(st, costs, rows, qty, keep_gpu)
     groups = _anti_groups(p, rows)
     size = costs.size(qty)
+    type_free = np.ascontiguousarray(p.type_free, np.float64)
     while left.any():
-        types = np.asarray([t for t in range(p.T)
-                            if st.can_launch(t) and (allowed[:, t] & (left > 0)).any()], np.int64)
+        types = np.flatnonzero(launch_room(st) & (allowed & (left > 0)[:, None]).any(axis=0))
         if types.size == 0:
             break
         demand = np.stack([(allowed[:, t] * left) @ qty for t in types.tolist()])
         ceq, fit_rel = costs.fit(types, demand)
+        avail = np.where(allowed[:, types].T, left[None, :], 0)
+        trials = _dot_fills(type_free, types, qty, avail, groups)
         best = None
         for j, t in enumerate(types.tolist()):
-            avail = np.where(allowed[:, t], left, 0)
-            k = trial(p.type_free[t], qty, avail, groups)
+            k = trials[j]
             filled = float(k @ size)
             if filled <= 0:
                 continue
@@ -180,16 +199,34 @@ def on_new(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool
         m = min(m, int(st.type_room[t]))
         if st.global_room >= 0:
             m = min(m, st.global_room)
-        for _ in range(m):
-            kk = np.minimum(k, left)
-            if not kk.any():
-                break
-            slot = st.launch(t)
-            for i in np.flatnonzero(kk).tolist():
-                r = int(rows[i])
-                _put(st, source, slot, i, int(kk[i]), qty[i], r, p.req.anti[r, 0] >= 0, out)
-            left -= kk
+        # Every one of the m nodes takes the same units: with m > 1 each row
+        # still has k left for the m-th node, with m == 1 it takes what is left.
+        kk = np.minimum(k, left)
+        _launch_filled(st, source, t, m, kk, qty, rows, out)
+        left -= m * kk
     return left
+
+
+def _launch_filled(st: State, source: int, t: int, m: int, kk: np.ndarray, qty, rows,
+                   out: list) -> None:
+    """Launch m nodes of type t, each holding kk (S',) units of the rows."""
+    p = st.p
+    first = st.launch_many(t, m)
+    view = st.view(source)
+    end = first + m
+    room = view[first].copy()
+    on = np.flatnonzero(kk).tolist()
+    for i in on:
+        room = np.maximum(room - int(kk[i]) * qty[i], 0.0)
+    view[first:end] = room
+    st.received[first:end] = True
+    for i in on:
+        key, val = (int(x) for x in p.req.anti[int(rows[i])])
+        if key >= 0:
+            st.label[first:end, key] = val
+    rows_on = np.asarray(on, np.int64)
+    out.add(np.repeat(np.arange(first, end, dtype=np.int64), len(on)),
+            np.tile(rows_on, m), np.tile(kk[rows_on], m))
 
 
 def _anti_groups(p, rows) -> np.ndarray:
@@ -216,10 +253,42 @@ def place_batch(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu:
         idx = np.flatnonzero(part & (left > 0))
         if not idx.size:
             continue
-        sub: list = []
+        sub = Chunks()
         lp = on_existing(st, costs, rows[idx], qty[idx], left[idx], source, keep_gpu, sub, tight)
         if lp.any():
             lp = on_new(st, costs, rows[idx], qty[idx], lp, source, keep_gpu, fill_credit, sub)
         left[idx] = lp
-        out.extend((m, int(idx[i]), n) for m, i, n in sub)
+        slots, local, units = sub.arrays()
+        if isinstance(out, Chunks):
+            out.add(slots, idx[local], units)
+        else:
+            out.extend(zip(slots.tolist(), idx[local].tolist(), units.tolist()))
     return left
+
+
+class Chunks:
+    """Placements (slot, row, units) as arrays, in the order they were made: what
+    ``place_batch`` fills when given one instead of a list of triples (the
+    demand of a large tick is tens of thousands of them). ``append`` / ``extend``
+    take triples too."""
+
+    def __init__(self):
+        self.parts: list = []
+
+    def add(self, slots: np.ndarray, rows: np.ndarray, units: np.ndarray) -> None:
+        if len(slots):
+            self.parts.append((slots, rows, units))
+
+    def append(self, triple) -> None:
+        self.extend([triple])
+
+    def extend(self, triples) -> None:
+        a = np.asarray(list(triples), np.int64).reshape(-1, 3)
+        self.add(a[:, 0], a[:, 1], a[:, 2])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not self.parts:
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        return tuple(np.concatenate([p[j] for p in self.parts]).astype(np.int64)
+                     for j in range(3))

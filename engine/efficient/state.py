@@ -5,12 +5,26 @@ launches. Two availabilities, as in Ray: ``free`` for pending demand (a node's
 free resources) and ``cfree`` for the ``request_resources()`` constraint (its
 totals). Nothing is ever placed on a dead slot (outdated or cut by a cap), unlike
 Ray's quirk Q1.
+
+Scratch packings (a gang pass tried and undone) use ``snapshot`` / ``restore``.
+A snapshot is a position in a journal of the rows changed since, not a copy
+of the arrays: every change of an existing slot's free room, labels or
+received flag goes through ``keep_rows`` first, and ``restore`` writes the kept
+rows back, newest first; slots launched after the snapshot are simply dropped.
+Snapshots nest (a restore undoes everything after its snapshot, later
+snapshots included).
+
+An existing node's room only shrinks during a tick (units are taken, a
+restore returns to an earlier room), so a node that cannot hold a bundle at
+the start of the tick never can: ``walk`` lists, once per bundle, only the
+nodes that could.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from vecsched.engine.model.dtypes import Status
+from vecsched.engine.model.fits import FIT_SLACK
 from vecsched.engine.model.problem import Problem, order_mask
 from vecsched.engine.model.termination import terminable
 
@@ -48,6 +62,11 @@ class State:
         self.ready[:N] = [_READY.get(int(s), 0) for s in p.node_status.tolist()]
         self.received = np.zeros(cap, bool)     # got demand, a gang bundle or the constraint
         self.M = N
+        self.start = (self.free[:N].copy(), self.cfree[:N].copy())    # the largest room ever
+        self._log: list = []        # (slots, source, view rows, label rows, received rows)
+        self._floor = 0             # slots below it are journaled: the largest M snapshotted
+        self._walks: dict = {}
+        self.type_ok: dict = {}     # (request row, bundle bytes) -> (T,) bool (place._type_ok)
         self.new_types: list[int] = []
         self.terms: list[tuple[int, int, int]] = []     # (node, cause, value), reply order
         self.terminable = terminable(p)     # never the head, nor REQUESTED / RAY_STOP_REQUESTED
@@ -74,22 +93,27 @@ class State:
 
     def launch(self, t: int) -> int:
         """A new node of type t; returns its slot (N + j)."""
+        return self.launch_many(t, 1)
+
+    def launch_many(self, t: int, count: int) -> int:
+        """``count`` new nodes of type t (within its launch room); returns the
+        first one's slot, the others follow it."""
         p = self.p
-        self._grow(self.M + 1)
-        m = self.M
-        self.free[m] = p.type_free[t]
-        self.cfree[m] = p.type_free[t]
-        self.label[m] = p.type_label[t]
-        self.type[m] = t
-        self.gpu[m] = p.gpu_col >= 0 and p.type_cap[t, p.gpu_col] > 0
-        self.alive[m] = True
-        self.ready[m] = NEW_READY
-        self.received[m] = False
-        self.M += 1
-        self.new_types.append(t)
-        self.type_room[t] -= 1
+        self._grow(self.M + count)
+        m, end = self.M, self.M + count
+        self.free[m:end] = p.type_free[t]
+        self.cfree[m:end] = p.type_free[t]
+        self.label[m:end] = p.type_label[t]
+        self.type[m:end] = t
+        self.gpu[m:end] = p.gpu_col >= 0 and p.type_cap[t, p.gpu_col] > 0
+        self.alive[m:end] = True
+        self.ready[m:end] = NEW_READY
+        self.received[m:end] = False
+        self.M = end
+        self.new_types.extend([t] * count)
+        self.type_room[t] -= count
         if self.global_room > 0:
-            self.global_room -= 1
+            self.global_room = max(self.global_room - count, 0)
         return m
 
     def terminate(self, n: int, cause: int, value: int) -> None:
@@ -111,19 +135,76 @@ class State:
 
     # ---- scratch ---------------------------------------------------------------------
     def snapshot(self):
-        return (self.free[:self.M].copy(), self.cfree[:self.M].copy(),
-                self.label[:self.M].copy(), self.received[:self.M].copy(), self.M,
-                list(self.new_types), self.type_room.copy(), self.global_room)
+        """A point to return to with ``restore`` (index 4: the slot count, 5: the
+        types launched so far, as a list)."""
+        self._floor = max(self._floor, self.M)
+        return (len(self._log), None, None, None, self.M, list(self.new_types),
+                self.type_room.copy(), self.global_room)
 
     def restore(self, snap) -> None:
-        free, cfree, label, received, M, new_types, room, glob = snap
-        self.free[:M] = free
-        self.cfree[:M] = cfree
-        self.label[:M] = label
-        self.received[:M] = received
+        pos, _, _, _, M, new_types, room, glob = snap
+        if pos > len(self._log):
+            raise ValueError("State.restore: the snapshot was undone already (restore an "
+                             "older snapshot only after the newer ones)")
+        for slots, source, rows, labels, received in reversed(self._log[pos:]):
+            if rows is not None:
+                self.view(source)[slots] = rows
+            self.label[slots] = labels
+            self.received[slots] = received
+        del self._log[pos:]
         self.alive[M:self.M] = False
-        self.M, self.new_types, self.type_room, self.global_room = M, new_types, room, glob
+        self.M, self.new_types = M, list(new_types)
+        self.type_room, self.global_room = room.copy(), glob
+
+    def keep_rows(self, slots: np.ndarray, source: int | None, rows: np.ndarray | None = None) -> None:
+        """Journal the rows of ``slots`` about to change (their labels and received
+        flags, and the ``source`` view's rows: ``rows`` when the caller already
+        changed them, else read here) so that a restore can put them back. Only
+        slots a live snapshot knows are kept."""
+        if not self._floor:
+            return
+        slots = np.array(slots, np.int64)         # a copy: callers reuse their buffers
+        keep = slots < self._floor
+        if not keep.any():
+            return
+        if not keep.all():
+            slots = slots[keep]
+            rows = None if rows is None else rows[keep]
+        if source is not None:
+            rows = self.view(source)[slots].copy() if rows is None else np.array(rows)
+        self._log.append((slots, source, rows, self.label[slots].copy(),
+                          self.received[slots].copy()))
 
     def view(self, source: int) -> np.ndarray:
         """The availability of a source: 0 pending demand, 1 the constraint."""
         return self.free if source == 0 else self.cfree
+
+    def walk(self, source: int, q: np.ndarray, spare_gpu: bool) -> np.ndarray:
+        """The existing slots that could hold one unit of bundle q at the start of
+        the tick, in the order existing nodes are offered demand: without GPUs
+        first when ``spare_gpu``, then the most advanced, then the lowest slot
+        (``walk_bucket``). Made once per (source, bundle, spare_gpu)."""
+        key = (source, q.tobytes(), spare_gpu)
+        got = self._walks.get(key)
+        if got is None:
+            N = self.N
+            order = self._walks.get(("order", spare_gpu))
+            if order is None:
+                order = self._walks[("order", spare_gpu)] = np.argsort(
+                    self.walk_bucket(np.arange(N), spare_gpu), kind="stable")
+            start = self.start[source]
+            pos = q > 0
+            if pos.any():
+                ratio = (start[:, pos] / q[pos]).min(axis=1)
+                could = np.floor(ratio * (1.0 + FIT_SLACK)) >= 1
+            else:
+                could = np.ones(N, bool)
+            got = self._walks[key] = order[could[order]].astype(np.int64)
+        return got
+
+    def walk_bucket(self, slots: np.ndarray, spare_gpu: bool) -> np.ndarray:
+        """(len(slots),) i8 the walk's bucket of each slot: equal exactly where
+        only the slot number orders two nodes (6 - readiness, plus 8 for a GPU
+        node when GPU nodes are spared)."""
+        b = 6 - self.ready[slots].astype(np.int64)
+        return b + 8 * self.gpu[slots] if spare_gpu else b

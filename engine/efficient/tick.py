@@ -42,7 +42,7 @@ from .options import EfficientOptions
 from .budget import Guard
 from .consolidate import consolidate
 from .disruption import limit_outdated
-from .place import place_batch
+from .place import Chunks, place_batch
 from .state import State
 
 
@@ -137,8 +137,7 @@ def _constraint(st: State, costs: Costs, opts: EfficientOptions) -> bool:
     qty = p.req.qty[rows]
     snap = st.snapshot()
     terms = len(st.terms)
-    out: list = []
-    left = place_batch(st, costs, rows, qty, p.con_count, 1, opts.keep_gpu_for_gpu, 0.0, out)
+    left = place_batch(st, costs, rows, qty, p.con_count, 1, opts.keep_gpu_for_gpu, 0.0, Chunks())
     if left.any():
         st.restore(snap)
         del st.terms[terms:]
@@ -150,7 +149,7 @@ def _demand(st: State, costs: Costs, opts: EfficientOptions):
     p = st.p
     S = p.S
     rows = np.arange(S, dtype=np.int64)
-    out: list = []
+    out = Chunks()
     left = place_batch(st, costs, rows, p.shape_qty, p.shape_count, 0, opts.keep_gpu_for_gpu,
                        opts.fill_credit, out)
     why = np.zeros(S, np.int8)
@@ -158,7 +157,19 @@ def _demand(st: State, costs: Costs, opts: EfficientOptions):
         why[s] = _why(st, s)
     size = costs.size(p.shape_qty)
     run_order = np.lexsort((np.arange(S), -size)).astype(IDX)
-    return run_order, left.astype(CNT), why, out
+    return run_order, left.astype(CNT), why, _placements(out, S)
+
+
+def _placements(out: Chunks, S: int) -> Placements:
+    """The demand's placements merged to one row per (slot, run), in slot order
+    then run order (as ``Placements.of_triples``, from arrays)."""
+    slots, runs, units = out.arrays()
+    if len(slots):
+        width = max(S, 1)
+        keys, inverse = np.unique(slots * width + runs, return_inverse=True)
+        units = np.bincount(inverse, weights=units)
+        slots, runs = keys // width, keys % width
+    return Placements(slots.astype(IDX), runs.astype(IDX), units.astype(CNT))
 
 
 def _why(st: State, s: int) -> int:
@@ -223,7 +234,7 @@ def _assemble(st: State, run_order, infeasible, why, placements, **extra) -> Pla
     new_type = np.asarray(st.new_types, IDX)
     return assemble_plan(p, Decisions(
         new_type=new_type, terms=Terminations.of_list(st.terms),
-        placements=Placements.of_triples(placements, p.S),
+        placements=placements,
         infeasible=infeasible, infeasible_why=why, run_order=run_order,
         cluster_resources=kept_totals(p, st.alive[:p.N], launch_counts(new_type, p.T))),
         **extra)
