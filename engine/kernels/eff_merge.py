@@ -152,7 +152,13 @@ def merge_rounds(order0, ntype0, rank, load0, item_ptr, item_nq, ok0, aptr, aids
     item), its types are those both allowed, its labels both lists, its type t; b is
     gone; the launch room gives back a's and b's old types and takes t; a moves to
     its place in the order (dearer type first, then ``rank``). ``order0`` must be in
-    that order. Returns the merges (k, 3) as (a, b, t), in the order made."""
+    that order. Returns the merges (k, 3) as (a, b, t), in the order made.
+
+    Why one long function: the rounds share per-node linked lists of items and
+    anti-affinity ids, the ``checked`` / ``last`` memory that lets a round resume
+    instead of rescanning, and the working load, type and room arrays; numba compiles
+    it as one frame, and split into set-up, search and apply helpers each call would
+    take a dozen of those arrays."""
     P = order0.shape[0]
     R = load0.shape[1]
     ntype = ntype0.copy()
