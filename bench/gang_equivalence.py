@@ -14,8 +14,10 @@ constraints, pending and outdated nodes). Each is planned with two fixed option 
 fingerprint is the sha256 of every Plan array, the gang placements and the
 infeasible groups. ``check`` prints each problem whose fingerprint differs and the
 stats of both, and exits 1 when any does. It runs with ``PYTHONHASHSEED=0`` (it
-re-executes itself so): the Ray codec orders resource columns by string hash, so a
-raygen problem's columns, and its plan's arrays, differ between processes otherwise.
+re-executes itself so): when it was written the model numbered resource columns in the
+order a request's protobuf maps listed them, which follows the string hash; they are in
+name order now (tests/adapters/ray/test_column_order.py), and the seed is kept so the
+recorded fingerprints stay comparable.
 """
 from __future__ import annotations
 

@@ -12,7 +12,9 @@ class Vocab:
     """An append-only name -> column mapping, made afresh for each tick.
 
     Columns are numbered in first-seen order, so encoding the same input twice
-    gives the same columns (determinism). No decision depends on the numbering:
+    gives the same columns (determinism); a tick's resource columns are then put in
+    name order (``build/columns.py``), since a protobuf map's iteration order, and so
+    "first seen", can change from one process to the next. No decision depends on the numbering:
     sums follow each map's own order (``node_order``), not the columns'.
     """
 

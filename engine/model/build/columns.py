@@ -50,6 +50,10 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
     available, labels FlatMaps sharing one name list between the first two) and
     the request ``specs``; names starting with ``implicit_prefix`` are Ray's
     implicit resources."""
+    # The resource columns end in name order, whatever order the input's maps list their
+    # names in (a protobuf map iterates in an order that can change from one process to
+    # the next): the efficient mode sums across columns (sizes, dot products), and a
+    # different order could round differently and tip a tie (same input, same plan).
     vocab, lvocab, values = Vocab(), Vocab(), Vocab(allow_empty=True)
     for ts in types:
         for k in ts.resources:
@@ -76,7 +80,11 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
     if any_ippr:                        # in-place resizes name CPU and memory
         vocab.add("CPU")
         vocab.add("memory")
-    if len(vocab) > known:              # names that got a column since
+    names = vocab.names
+    if list(names) != sorted(names):    # canonical order (below)
+        vocab = Vocab(sorted(names))
+        known = -1
+    if len(vocab) > known:              # names that got a column since (or a new order)
         tc, ac = maps[0].columns(vocab.ids), maps[1].columns(vocab.ids)
     return TickColumns(vocab, lvocab, values, tc, ac, vocab.implicit_mask(implicit_prefix))
 

@@ -4,8 +4,10 @@ before the placement loops became numba kernels.
 
 Plain demand (cluster_v2 without groups, 200-10k nodes, three seeds, both
 scenarios, plus the tests' ``plain_tick`` and the baseline's ``random_case``): a
-digest of every plan array, recorded on main at 2431509 with the numpy
-placement (``DIGESTS``). Ticks with placement groups also go through
+digest of every plan array (``cluster_resources`` in resource-name order, so the
+digest does not depend on the column numbering), recorded with the numpy placement's
+plans (``DIGESTS``: recorded on main at 02ea1e2, whose plans the raw-array digests
+recorded at 2431509 had matched). Ticks with placement groups also go through
 ``improve.py`` / ``lns.py``, which change on their own, so there the plans are
 compared with the same tick run on the readable placement
 (``test_eff_kernels_place.ReadablePlace``) instead of a recording.
@@ -32,54 +34,54 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 from benchmarks import common  # noqa: E402
 
 DIGESTS = {
-    "v2/saturated/200/2000/0/s0": "0f225afe1e86a5f1",
-    "v2/fragmented/200/2000/0/s0": "8f2c6d509d640b82",
-    "v2/saturated/200/2000/0/s1": "401f4e77b63934c8",
-    "v2/fragmented/200/2000/0/s1": "64e16d40e5b137d7",
-    "v2/saturated/200/2000/0/s2": "6fef8eb076c4bea8",
-    "v2/fragmented/200/2000/0/s2": "597c6f2addef239a",
-    "v2/saturated/1000/30000/0/s0": "ec09f0063762e7eb",
-    "v2/fragmented/1000/30000/0/s0": "4df5bff291601d29",
-    "v2/saturated/1000/30000/0/s1": "df8ed5605204e053",
-    "v2/fragmented/1000/30000/0/s1": "7fb055bb35aa425c",
-    "v2/saturated/1000/30000/0/s2": "fc2054d89204d952",
-    "v2/fragmented/1000/30000/0/s2": "ffce1888edba6a64",
-    "v2/saturated/3000/10000/0/s0": "a3c7c1518759fe9f",
-    "v2/fragmented/3000/10000/0/s0": "8477f48281051c7c",
-    "v2/saturated/3000/10000/0/s1": "538acc3e24fb58a7",
-    "v2/fragmented/3000/10000/0/s1": "45159e20fcc76060",
-    "v2/saturated/3000/10000/0/s2": "734d5c428a6b9297",
-    "v2/fragmented/3000/10000/0/s2": "60d2994d4753c1dd",
-    "v2/saturated/10000/100000/0/s0": "156e8b9c40db0505",
-    "v2/fragmented/10000/100000/0/s0": "b6377828f5548800",
-    "v2/saturated/10000/100000/0/s1": "4448ff2678cd7736",
-    "v2/fragmented/10000/100000/0/s1": "dd3d584cf197f98e",
-    "v2/saturated/10000/100000/0/s2": "2eed53e09db64a05",
-    "v2/fragmented/10000/100000/0/s2": "af0ab4a3b62769df",
-    "plain_tick/0": "7d6518c5ab5dcb42",
+    "v2/saturated/200/2000/0/s0": "25cf33a794c3fe8c",
+    "v2/fragmented/200/2000/0/s0": "80215818acc8c1a0",
+    "v2/saturated/200/2000/0/s1": "9e0331dc87348530",
+    "v2/fragmented/200/2000/0/s1": "cfe55e6680f85416",
+    "v2/saturated/200/2000/0/s2": "345f58c220adbf14",
+    "v2/fragmented/200/2000/0/s2": "9ef6720ca7ab1b5d",
+    "v2/saturated/1000/30000/0/s0": "916999a9fcc385b3",
+    "v2/fragmented/1000/30000/0/s0": "c919a48e41e40417",
+    "v2/saturated/1000/30000/0/s1": "6c4ef5922b6b345d",
+    "v2/fragmented/1000/30000/0/s1": "7b96329af16315d8",
+    "v2/saturated/1000/30000/0/s2": "248f21d82c4f8200",
+    "v2/fragmented/1000/30000/0/s2": "3739c03927a152ed",
+    "v2/saturated/3000/10000/0/s0": "fc542fb6d257a9d5",
+    "v2/fragmented/3000/10000/0/s0": "62f308392afffdb1",
+    "v2/saturated/3000/10000/0/s1": "a4def247581b3d66",
+    "v2/fragmented/3000/10000/0/s1": "4ab266ffcc1c20c2",
+    "v2/saturated/3000/10000/0/s2": "1231a573148cf118",
+    "v2/fragmented/3000/10000/0/s2": "1d11ac6b2b9225c0",
+    "v2/saturated/10000/100000/0/s0": "4e0c0f810b03ec99",
+    "v2/fragmented/10000/100000/0/s0": "3f0b09dd1bc73767",
+    "v2/saturated/10000/100000/0/s1": "55fe5acc2e759219",
+    "v2/fragmented/10000/100000/0/s1": "d555ac91c1c2f1e4",
+    "v2/saturated/10000/100000/0/s2": "0d7eb3a2f4892107",
+    "v2/fragmented/10000/100000/0/s2": "d301812a5b5ba558",
+    "plain_tick/0": "7a90bbe6278fdaea",
     "random_case/0": "c4c821087f33ec78",
-    "plain_tick/1": "4832c68eeb3c54db",
-    "random_case/1": "65d5561009996a8f",
-    "plain_tick/2": "a19449f94db7a3ab",
+    "plain_tick/1": "14daa2a913341d63",
+    "random_case/1": "b4a151d23e101bd8",
+    "plain_tick/2": "71f9d0dfaed624eb",
     "random_case/2": "e07b79942a7a35e2",
-    "plain_tick/3": "0d04be00780506fd",
-    "random_case/3": "2afde787933c09fb",
-    "plain_tick/4": "aea678ff7d8b0011",
-    "random_case/4": "8768308c9d256699",
-    "plain_tick/5": "ea13bc2a33240c31",
-    "random_case/5": "877c22d52d0c8a21",
-    "plain_tick/6": "9e660449354c90c5",
-    "random_case/6": "3a58227872cdc6d5",
-    "plain_tick/7": "4c63bd510a065e02",
-    "random_case/7": "254760c6a81d6d10",
-    "plain_tick/8": "8c511a40a1f468ad",
-    "random_case/8": "2ede309fe74909b9",
-    "plain_tick/9": "4bf324d1ad72da8c",
-    "random_case/9": "a3d9e6f935f3e76f",
-    "plain_tick/10": "14770d6b0cbbebe3",
-    "random_case/10": "7e3bf2108551ac0b",
-    "plain_tick/11": "5e9d7ba371a7760c",
-    "random_case/11": "cccdd8f160245c25",
+    "plain_tick/3": "3ae936c81940d97d",
+    "random_case/3": "526970f4c19b2802",
+    "plain_tick/4": "a5d8d4500e1893de",
+    "random_case/4": "8143f179ed23e6ef",
+    "plain_tick/5": "315f1e54d93873a1",
+    "random_case/5": "17bfe241318e049c",
+    "plain_tick/6": "7bbd97d49c75a4f4",
+    "random_case/6": "3c267ffacfec280a",
+    "plain_tick/7": "2bf4813e57f7809a",
+    "random_case/7": "32ce29b715ee5c7c",
+    "plain_tick/8": "11d2ae6a8da01470",
+    "random_case/8": "49d925c77e7b6abe",
+    "plain_tick/9": "9cebc05131d3f79b",
+    "random_case/9": "78ab9dc21d59420d",
+    "plain_tick/10": "2aaf4469aa13625e",
+    "random_case/10": "62c96fa2e1e065b4",
+    "plain_tick/11": "2f5a6d020aaf6388",
+    "random_case/11": "495ebbdf8b5c6a7b",
 }
 
 
@@ -87,8 +89,12 @@ def digest(plan) -> str:
     """A short hash of every decision a plan holds (arrays with their dtypes,
     the gangs' placements and the launch order)."""
     h = hashlib.sha256()
+    by_name = np.argsort(np.asarray(plan.resources, dtype=object), kind="stable")
     for name in PLAN_ARRAYS + ("gang_infeasible",):
-        a = np.ascontiguousarray(getattr(plan, name))
+        a = getattr(plan, name)
+        if name == "cluster_resources":      # its columns in name order: the digest
+            a = a[by_name]                   # does not depend on the column numbering
+        a = np.ascontiguousarray(a)
         h.update(name.encode())
         h.update(str(a.dtype).encode())
         h.update(a.tobytes())
