@@ -30,6 +30,7 @@ class LeaseCollector:
         lease = self.lease
         snap = lease.snapshot()          # takes the lease's lock; records an expiry seen now
         snap["max_epoch_seen"] = lease.max_epoch_seen
+        snap["waiting_ns"] = lease.waiting()
         return self._families(snap)
 
     def _families(self, s) -> list:
@@ -55,8 +56,18 @@ class LeaseCollector:
         latency = m.gauge("lease_renew_latency_seconds", "Renewal round trip over the "
                           "recent window (quantile 0.5, 0.99, and 1 = the maximum since "
                           "start).", ["holder", "quantile"])
+        waiting = m.gauge("lease_waiting", "1 while this replica holds a lease granted "
+                          "after the backend lost its records and waits out any earlier "
+                          "holder before it acts.", ["holder"])
+        resets = m.counter("lease_backend_resets", "Grants from a backend that had lost "
+                           "its records (a Redis restarted empty, a deleted Lease).",
+                           ["holder"])
+        waits = m.counter("lease_reset_waits", "Grants held back to wait out an earlier "
+                          "holder.", ["holder"])
+        wait_s = m.counter("lease_reset_wait_seconds", "Time held back so, in all.",
+                           ["holder"])
         fams = [leader, epoch, seen, trans, losses, attempts, acq_err, renewals, ren_fail,
-                ren_rej, latency]
+                ren_rej, latency, waiting, resets, waits, wait_s]
         if s is None:
             return fams
         leader.add_metric(h, s["is_leader"])
@@ -70,6 +81,10 @@ class LeaseCollector:
         renewals.add_metric(h, s["renewals"])
         ren_fail.add_metric(h, s["renew_failures"])
         ren_rej.add_metric(h, s["renew_rejected"])
+        waiting.add_metric(h, 1 if s["waiting_ns"] > 0 else 0)
+        resets.add_metric(h, s["backend_resets"])
+        waits.add_metric(h, s["reset_waits"])
+        wait_s.add_metric(h, s["reset_waits_ms"] / 1e3)
         lat = s["renew_latency_ms"]
         if lat.get("samples"):
             for q, key in QUANTILES:

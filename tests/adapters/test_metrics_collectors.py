@@ -184,3 +184,31 @@ def test_register_is_idempotent_and_ports_are_checked():
             m.parse_port(bad)
     with pytest.raises(m.MetricsError, match="port"):
         m.serve(reg, "nope")
+
+
+def test_lease_reset_wait_is_exported(redis_server):
+    """After Redis comes back empty, the next holder waits out the earlier one: while it
+    does, ``vecsched_lease_waiting`` is 1; the grant counts as a backend reset and a
+    reset wait, and the time held back is exported when it is over."""
+    clock = Clock()
+    a, b = _lease(redis_server, "A", clock), _lease(redis_server, "B", clock)
+    cb = LeaseCollector(b)
+    assert a.try_acquire()
+    b.observe(a.epoch)                                 # B read A's lease while passive
+    t = _scrape(cb)
+    assert _get(t, "vecsched_lease_waiting", holder="B") == 0
+    assert _get(t, "vecsched_lease_backend_resets_total", holder="B") == 0
+    redis_server.restart(empty=True)
+    assert b.try_acquire()
+    t = _scrape(cb)
+    assert _get(t, "vecsched_lease_waiting", holder="B") == 1
+    assert _get(t, "vecsched_lease_is_leader", holder="B") == 0
+    assert _get(t, "vecsched_lease_backend_resets_total", holder="B") == 1
+    assert _get(t, "vecsched_lease_reset_waits_total", holder="B") == 1
+    assert _get(t, "vecsched_lease_reset_wait_seconds_total", holder="B") == TTL
+    clock.advance(TTL / 2)
+    assert b.renew()
+    clock.advance(TTL / 2)                             # one ttl since B's acquisition
+    t = _scrape(cb)
+    assert _get(t, "vecsched_lease_waiting", holder="B") == 0
+    assert _get(t, "vecsched_lease_is_leader", holder="B") == 1
