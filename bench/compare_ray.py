@@ -138,10 +138,19 @@ def time_ray(req, repeat: int, cap: float) -> dict:
     start = time.perf_counter()
     proc.start()
     child.close()
-    runs, dec, error = [], None, None
+    runs, dec, error = _collect(parent, proc, start, cap)
+    return {"runs": runs, "decisions": dec, "error": error,
+            "median_s": statistics.median(runs) if runs else None}
+
+
+def _collect(parent, proc, start: float, cap: float):
+    """The parent's side of a capped child (``_ray_child``, ``_capped_child``): its runs'
+    seconds, the first run's result and any error; the first call is capped at ``cap``,
+    then the child stops itself before a run that would not end within it. The child
+    is killed if it still runs."""
+    runs, first, error = [], None, None
     while True:
-        budget = cap if not runs else 2 * cap      # first call capped; then the child self-limits
-        left = start + budget - time.perf_counter()
+        left = start + (cap if not runs else 2 * cap) - time.perf_counter()
         if left <= 0 or not parent.poll(left):
             break
         try:
@@ -151,7 +160,7 @@ def time_ray(req, repeat: int, cap: float) -> dict:
             break
         if kind == "run":
             runs.append(a)
-            dec = dec if b is None else b
+            first = first if b is None else b
         elif kind == "error":
             error = a
             break
@@ -160,8 +169,7 @@ def time_ray(req, repeat: int, cap: float) -> dict:
     if proc.is_alive():
         proc.kill()
     proc.join()
-    return {"runs": runs, "decisions": dec, "error": error,
-            "median_s": statistics.median(runs) if runs else None}
+    return runs, first, error
 
 
 # ---- the engine in this process ---------------------------------------------------------
@@ -289,27 +297,7 @@ def time_capped(fn, repeat: int, cap: float) -> dict:
     start = time.perf_counter()
     proc.start()
     child.close()
-    runs, first, error = [], None, None
-    while True:
-        left = start + (cap if not runs else 2 * cap) - time.perf_counter()
-        if left <= 0 or not parent.poll(left):
-            break
-        try:
-            kind, a, b = parent.recv()
-        except EOFError:
-            error = error or "child exited"
-            break
-        if kind == "run":
-            runs.append(a)
-            first = first if b is None else b
-        elif kind == "error":
-            error = a
-            break
-        else:
-            break
-    if proc.is_alive():
-        proc.kill()
-    proc.join()
+    runs, first, error = _collect(parent, proc, start, cap)
     return {"runs": runs, "first": first, "error": error,
             "median_s": statistics.median(runs) if runs else None}
 
