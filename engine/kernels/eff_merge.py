@@ -30,20 +30,6 @@ def _fits_type(load, t, cap_tol):
     return True
 
 
-@njit_inner(hot=True)
-def _share(aids, aptr, a, b):
-    """Whether nodes a and b hold a common anti-affinity label (sorted id lists)."""
-    i, j = aptr[a], aptr[b]
-    while i < aptr[a + 1] and j < aptr[b + 1]:
-        if aids[i] == aids[j]:
-            return True
-        if aids[i] < aids[j]:
-            i += 1
-        else:
-            j += 1
-    return False
-
-
 @njit
 def cheapest_type(load, ok, a, tsort, price, conf, room, ta, tb, cap_tol, below):
     """The cheapest type (module docstring) for node a's load alone, or -1."""
@@ -57,44 +43,6 @@ def cheapest_type(load, ok, a, tsort, price, conf, room, ta, tb, cap_tol, below)
         if _fits_type(load[a], t, cap_tol):
             return t
     return -1
-
-
-@njit
-def first_merge(order, ntype, load, item_ptr, item_nq, ok, aptr, aids, adup, tsort, price,
-                conf, room, cap_tol):
-    """The first pair (a, b), a before b in ``order``, that one node of a type
-    cheaper than the two together holds, and that type: (a, b, t), or (-1, -1, -1)."""
-    P = order.shape[0]
-    R = load.shape[1]
-    acc = np.empty(R)
-    for x in range(P):
-        a = order[x]
-        if adup[a]:
-            continue
-        for y in range(x + 1, P):
-            b = order[y]
-            if adup[b] or _share(aids, aptr, a, b):
-                continue
-            ta, tb = ntype[a], ntype[b]
-            below = price[ta] + price[tb]
-            summed = False
-            for j in range(tsort.shape[0]):
-                t = tsort[j]
-                if price[t] >= below or not conf[t] or not ok[a, t] or not ok[b, t]:
-                    continue
-                back = (1 if ta == t else 0) + (1 if tb == t else 0)
-                if room[t] + back <= 0:
-                    continue
-                if not summed:
-                    for r in range(R):
-                        acc[r] = load[a, r]
-                    for it in range(item_ptr[b], item_ptr[b + 1]):
-                        for r in range(R):
-                            acc[r] += item_nq[it, r]
-                    summed = True
-                if _fits_type(acc, t, cap_tol):
-                    return a, b, t
-    return -1, -1, -1
 
 
 @njit_inner(hot=True)
@@ -147,8 +95,9 @@ def _pair_type(a, b, ntype, load, head, nxt, item_nq, ok, ahead, anxt, aids, sta
 @njit
 def merge_rounds(order0, ntype0, rank, load0, item_ptr, item_nq, ok0, aptr, aids, adup,
                  tsort, price, conf, room0, cap_tol, rounds):
-    """``first_merge`` repeated up to ``rounds`` times, each merge applied before the
-    next search: node a then holds a's and b's items (its load their sum, item by
+    """The first mergeable pair (a before b in the order, the cheapest type holding
+    both; tests/engine/efficient/merge_reference.py searches it alone) merged, up to
+    ``rounds`` times, each merge applied before the next search: node a then holds a's and b's items (its load their sum, item by
     item), its types are those both allowed, its labels both lists, its type t; b is
     gone; the launch room gives back a's and b's old types and takes t; a moves to
     its place in the order (dearer type first, then ``rank``). ``order0`` must be in

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from vecsched.engine.kernels.eff_empty import BLOCK, block_max, empty_node
-from vecsched.engine.kernels.eff_merge import cheapest_type, first_merge, merge_rounds
+from vecsched.engine.kernels.eff_merge import cheapest_type, merge_rounds
+from tests.engine.efficient.merge_reference import first_merge
 from vecsched.engine.model.fits import FIT_SLACK, fit_count
 
 SLACK = 1.0 + FIT_SLACK
