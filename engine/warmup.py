@@ -4,10 +4,11 @@ from __future__ import annotations
 import time
 
 
-def warmup() -> float:
+def warmup(efficient: bool = False) -> float:
     """Run one tiny tick that reaches every kernel (fits, walks, picks, classes,
-    labels, anti-affinity, constraints, gangs, idle termination), in both modes
-    (ray-compat, then efficient without its CP-SAT steps); returns seconds."""
+    labels, anti-affinity, constraints, gangs, idle termination) in ray-compat mode,
+    and with ``efficient`` the same tick in the efficient mode too (without its CP-SAT
+    steps: its own kernels, about 3 s more on a cold cache); returns seconds."""
     from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, build_problem
     from vecsched.engine.model.requests import GangSpec, RequestSpec
     from .schedule import schedule
@@ -28,8 +29,9 @@ def warmup() -> float:
     p = build_problem(types, nodes, reqs, idle_timeout_s=60.0, gangs=gangs,
                       constraint=[RequestSpec({"CPU": 2.0}, 2)], pending_idle_timeout_s=30.0)
     schedule(p, now_s=1.0)
-    from .efficient import EfficientOptions
-    schedule(p, now_s=1.0, mode="efficient", options=EfficientOptions(gang_cpsat_bundles=0))
+    if efficient:
+        from .efficient import EfficientOptions
+        schedule(p, now_s=1.0, mode="efficient", options=EfficientOptions(gang_cpsat_bundles=0))
     return time.perf_counter() - t0
 
 

@@ -9,6 +9,7 @@ numba keeps compiled kernels next to the sources (``__pycache__``) or under
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import os
 import time
@@ -19,16 +20,17 @@ SPINNER_TEXT = "compiling kernels (first run only)"
 
 def _parts(codec: bool) -> tuple[Callable[[], object], tuple]:
     """What warms up (a function) and the kernels it leaves in the cache: the
-    engine's, and the Ray codec's when ``codec`` and Ray is installed."""
+    engine's in both modes (an image is built once for either), and the Ray codec's
+    when ``codec`` and Ray is installed."""
     if codec:
         try:
             from vecsched.adapters.ray.warming import entry_kernels, warm_all
-            return warm_all, entry_kernels()
+            return functools.partial(warm_all, efficient=True), entry_kernels()
         except ImportError:            # no Ray here: the engine alone
             pass
     from vecsched.engine import warmup
     from vecsched.engine.warmup import entry_kernels
-    return warmup, entry_kernels()
+    return functools.partial(warmup, efficient=True), entry_kernels()
 
 
 def kernels_cached(kernels) -> Optional[bool]:

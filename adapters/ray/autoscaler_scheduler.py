@@ -6,6 +6,7 @@ warm up in a background thread while Ray's own scheduler decides.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import os
 import threading
@@ -90,7 +91,10 @@ class AutoscalerScheduler(EngineScheduler):
         AutoscalerScheduler._latest = weakref.ref(self)   # one per monitor process
         self._shadow = EngineScheduler(None, warm=False) if self.mode == "shadow" else None
         self._engine_decided_last = False
-        self.warmup = Warmup(type(self).warm_up)
+        warm = type(self).warm_up
+        if self.mode == "efficient" and warm is warm_all:
+            warm = functools.partial(warm_all, efficient=True)   # its own kernels too
+        self.warmup = Warmup(warm)
         logger.info("vecsched: the autoscaler schedules with %s (mode %s, Ray %s, pid %d, "
                     "stats %s); the engine takes over once its kernels are loaded (Ray's "
                     "scheduler decides until then)", type(self).__name__, self.mode,

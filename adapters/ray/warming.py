@@ -17,14 +17,15 @@ from typing import Callable, Optional
 logger = logging.getLogger(__name__)
 
 
-def warm_all() -> dict:
-    """Compile or load every kernel a tick runs; seconds per part."""
+def warm_all(efficient: bool = False) -> dict:
+    """Compile or load every kernel a tick runs (with ``efficient``, the efficient
+    mode's too); seconds per part."""
     from vecsched.engine import warmup
 
     from . import wire
 
     t0 = time.perf_counter()
-    engine_s = warmup()
+    engine_s = warmup(efficient)
     t1 = time.perf_counter()
     wire.warmup()
     return {"engine_s": engine_s, "codec_s": time.perf_counter() - t1,

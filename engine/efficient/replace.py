@@ -56,7 +56,7 @@ def best_replacement(st, price: np.ndarray, victims: np.ndarray, used: np.ndarra
     for t in order.tolist():
         if not p.type_configured[t] or not st.can_launch(t):
             continue
-        room = np.where(real, p.type_free[t], 0.0).copy()
+        room = np.where(real, p.type_free[t], 0.0)
         took = []
         for v in victims.tolist():
             if len(took) >= most:

@@ -105,6 +105,7 @@ def test_installed_efficient_scheduler_plans_as_the_efficient_mode(monkeypatch, 
     sched = clean_install.ResourceDemandScheduler(None)      # what Autoscaler.__init__ does
     assert type(sched) is cls and sched.engine_mode == "efficient"
     assert sched._options == efficient_options("efficient", json.dumps(opts))
+    assert sched.warmup._fn.keywords == {"efficient": True}     # its kernels warm too
     assert sched.warmup.wait(600)
     direct = EngineScheduler(None, warm=False, mode="efficient",
                              options=efficient_options("efficient", json.dumps(opts)))
