@@ -14,7 +14,10 @@ Passes: myopic and joint, each with existing nodes taken first-fit or tightest
 fit (best fit), and myopic with groups in input order. Otherwise groups with
 STRICT_* constraints go first (fewest ways to fit), then the largest (normalised
 size), then input order. The pass placing the most bundles, then launching the
-cheapest nodes, wins.
+cheapest nodes, wins. Each pass costs the tick's bundle count in work units, and
+the passes run (in ``PASS_PRIORITY`` order) only while their total stays within
+``gang_pass_work``; the first always runs. Below 2,000 bundles (the default) every
+pass runs; a tick of 1,000 groups (about 5,000 bundles) runs myopic and joint.
 
 Then, when the tick has at most ``gang_cpsat_bundles`` bundles in groups (OR-Tools
 is then required: ``options``) and the winning pass does not already meet the lower
@@ -82,6 +85,11 @@ def gang_order(p, costs: Costs, largest_first: bool = True) -> list[int]:
 
 PASSES = (("myopic", True, False), ("myopic", True, True), ("myopic", False, False),
           ("joint", True, False), ("joint", True, True))
+# The order the passes run in when ``gang_pass_work`` cannot pay for all of them:
+# myopic, joint, myopic tight, joint tight, myopic in input order (docs/efficient.md,
+# "Pass work": the order of how often each was the one best pass on seeded ticks).
+# The winner is still chosen by (unplaced, price, index in PASSES).
+PASS_PRIORITY = (0, 3, 1, 4, 2)
 
 
 def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, guard=None):
@@ -91,13 +99,20 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     if not p.G:
         return np.zeros(0, bool), [], np.zeros((0, 3), np.int64)
     batches = [gang_batch(p, g) for g in range(p.G)]
+    nb = int(sum(b[2].sum() for b in batches))
     best = None
     seen = set()
-    for v, (how, largest, tight) in enumerate(PASSES):
+    work, ran = 0, 0
+    for v in PASS_PRIORITY:
+        how, largest, tight = PASSES[v]
         order = gang_order(p, costs, largest)
         if (how, tuple(order), tight) in seen:
             continue            # runs as an earlier pass did: would tie and lose on v
+        if ran and work + nb > opts.gang_pass_work:
+            stats["gang_passes_skipped"] = stats.get("gang_passes_skipped", 0) + 1
+            continue
         seen.add((how, tuple(order), tight))
+        work, ran = work + nb, ran + 1
         snap = st.snapshot()
         bad, place = _pass(st, costs, opts, batches, order, how, tight)
         st.restore(snap)
@@ -108,7 +123,6 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     _, v, order, bad, place = best
     how, largest, tight = PASSES[v]
     stats["gang_pass"] = how + ("" if largest else "-input-order") + ("-tight" if tight else "")
-    nb = int(sum(b[2].sum() for b in batches))
     cpsat = opts.gang_cpsat_bundles > 0 and nb <= opts.gang_cpsat_bundles  # options: OR-Tools
     if cpsat and bound_met(st, costs, batches, *best[0][:2]):
         stats["gang_bound_met"] = 1         # CP-SAT could not be strictly better

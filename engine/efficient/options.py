@@ -66,6 +66,16 @@ class EfficientOptions:
     work, launch one cheaper node that holds it and drain the victim (``replace.py``;
     measured neutral on the workload suite, docs/consolidation.md).
 
+    ``gang_pass_work``: how many bundle placements the heuristic passes over the
+    placement groups may make in all (``gang_place.py``): each pass places every
+    bundle of the tick once, the first always runs, and the others run in order of
+    how often they win while the total stays within this. Deterministic work units,
+    like CP-SAT's: the same tick gets the same passes on any machine. The default
+    (10,000) runs all five passes up to 2,000 bundles; at 1,000 groups of about five
+    bundles two run, which was within 0.1 % of the best of five on 16 seeded ticks
+    of 500 and 1,000 groups and halves that tick's time (docs/efficient.md,
+    "Pass work").
+
     ``tick_budget_s`` (default None: no budget, the limits above as they are): the
     CP-SAT steps' share of one tick. The gang packing gets at most ``CPSAT_SHARE`` of
     it and the neighbourhood search ``LNS_SHARE``, in CP-SAT's deterministic seconds
@@ -90,6 +100,7 @@ class EfficientOptions:
     gpu_weight: float = 1.0
     fill_credit: float = 1.0
     gang_cpsat_bundles: int = 200
+    gang_pass_work: int = 10_000
     cpsat_dtime: float = 2.0
     lns_dtime: float = 1.0
     cancel_pending: bool = True
@@ -122,7 +133,8 @@ class EfficientOptions:
         v = self.consolidate
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v < 1.0:
             raise ValueError(f"options.consolidate: must be a number in [0, 1), got {v!r}")
-        for name, lo in (("gang_cpsat_bundles", 0), ("consolidate_per_tick", 1)):
+        for name, lo in (("gang_cpsat_bundles", 0), ("gang_pass_work", 0),
+                         ("consolidate_per_tick", 1)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"options.{name}: must be an integer >= {lo}, got {v!r}")
