@@ -14,10 +14,10 @@ Passes: myopic and joint, each with existing nodes taken first-fit or tightest
 fit (best fit), and myopic with groups in input order. Otherwise groups with
 STRICT_* constraints go first (fewest ways to fit), then the largest (normalised
 size), then input order. The pass placing the most bundles, then launching the
-cheapest nodes, wins. Each pass costs the tick's bundle count in work units, and
-the passes run (in ``PASS_PRIORITY`` order) only while their total stays within
-``gang_pass_work``; the first always runs. Below 2,000 bundles (the default) every
-pass runs; a tick of 1,000 groups (about 5,000 bundles) runs myopic and joint.
+cheapest nodes, wins. Each pass costs the tick's bundle count in work units; myopic
+and joint always run, the others (in ``PASS_PRIORITY`` order) only while the total
+stays within ``gang_pass_work``. With the default every pass runs up to 2,400
+bundles; a tick of 1,000 groups (about 5,000 bundles) runs myopic and joint.
 
 Then, when the tick has at most ``gang_cpsat_bundles`` bundles in groups (OR-Tools
 is then required: ``options``) and the winning pass does not already meet the lower
@@ -85,11 +85,13 @@ def gang_order(p, costs: Costs, largest_first: bool = True) -> list[int]:
 
 PASSES = (("myopic", True, False), ("myopic", True, True), ("myopic", False, False),
           ("joint", True, False), ("joint", True, True))
-# The order the passes run in when ``gang_pass_work`` cannot pay for all of them:
-# myopic, joint, myopic tight, joint tight, myopic in input order (docs/efficient.md,
-# "Pass work": the order of how often each was the one best pass on seeded ticks).
-# The winner is still chosen by (unplaced, price, index in PASSES).
-PASS_PRIORITY = (0, 3, 1, 4, 2)
+# The order the passes run in when ``gang_pass_work`` cannot pay for all of them
+# (docs/efficient.md, "Pass work": on seeded ticks of 200-1,000 groups, myopic and
+# joint are the pair most often as good as all five, and myopic in input order
+# then myopic tight add the most to them). The first ALWAYS always run; the winner
+# is still chosen by (unplaced, price, index in PASSES).
+PASS_PRIORITY = (0, 3, 2, 1, 4)
+ALWAYS = 2
 
 
 def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, guard=None):
@@ -108,7 +110,7 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
         order = gang_order(p, costs, largest)
         if (how, tuple(order), tight) in seen:
             continue            # runs as an earlier pass did: would tie and lose on v
-        if ran and work + nb > opts.gang_pass_work:
+        if ran >= ALWAYS and work + nb > opts.gang_pass_work:
             stats["gang_passes_skipped"] = stats.get("gang_passes_skipped", 0) + 1
             continue
         seen.add((how, tuple(order), tight))
