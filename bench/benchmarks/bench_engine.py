@@ -5,7 +5,8 @@ cluster of docs/ray-semantics.md §12, saturated scenario unless a parameter say
 otherwise). Setup builds inputs and warms the numba kernels up; only the call
 named by the method is measured. ``Tick`` is the grid without placement groups
 (``cluster_v1``); ``TickGangs`` adds 1,000 GCS-encoded placement groups and
-``TickLarge`` reaches 30,000 nodes and 1,000,000 pending units (``cluster_v2``).
+``TickLarge`` reaches 30,000 nodes and 1,000,000 pending units (``cluster_v2``);
+``TickEfficient`` times the efficient mode on issue 22's three rows.
 ``EndToEnd`` and ``EndToEndTargets`` time ``EngineScheduler.schedule`` on a
 protobuf ``SchedulingRequest`` (decode + engine + encode); ``Codec`` times the
 decode and the encode on their own.
@@ -55,6 +56,26 @@ class TickGangs:
 
     def time_tick(self, nodes, units, shapes, gangs):
         engine.schedule(self.problem)
+
+
+class TickEfficient:
+    """One efficient-mode tick (``mode="efficient"``, default options) on the three
+    ``cluster_v2`` rows of issue 22's speed targets (nodes / units / groups: 1k / 1k /
+    50, 1k / 30k / 0, 10k / 100k / 1,000); ``bench/compare_ray.py --mode efficient``
+    puts the same rows beside ray-compat in one process. Setup runs one untimed tick,
+    which compiles (or loads) the mode's kernels and imports OR-Tools."""
+    params = ([(1000, 1000, 50), (1000, 30000, 0), (10000, 100000, 1000)],)
+    param_names = ["nodes_units_groups"]
+    timeout = _SETUP_TIMEOUT
+
+    def setup(self, row):
+        nodes, units, gangs = row
+        self.problem = common.cached_problem_v2(nodes=nodes, units=units, shapes=20,
+                                                scenario="saturated", seed=0, gangs=gangs)
+        engine.schedule(self.problem, mode="efficient")
+
+    def time_tick(self, row):
+        engine.schedule(self.problem, mode="efficient")
 
 
 class TickLarge(TickGangs):
