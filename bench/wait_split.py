@@ -91,7 +91,10 @@ class Watch:
 
 
 def _blocker(c, s: int, free: np.ndarray) -> str:
-    """What the running nodes lack for one unit of shape s."""
+    """What the running nodes lack for one unit of shape s: for a GPU unit, the GPU
+    room (GPUs and accelerator) or, where that is free, the rest; for a unit without
+    GPUs, the resources short on every node. Per-node caps (implicit slots) are one
+    name."""
     need, pos = c.shape_fp[s], c.shape_pos[s]
     gp = [j for j in pos if c.columns[j] == "GPU" or c.columns[j].startswith("accelerator")]
     if not free.shape[0]:
@@ -99,9 +102,12 @@ def _blocker(c, s: int, free: np.ndarray) -> str:
     gpu_ok = (free[:, gp] >= need[gp]).all(axis=1) if gp else np.ones(free.shape[0], bool)
     if not gpu_ok.any():
         return "no node with the GPU room"
-    short = sorted({c.columns[j] for k in np.flatnonzero(gpu_ok) for j in pos
-                    if free[k, j] < need[j]})
-    return "GPU room only where " + "+".join(short) + " short" if short else "fits (drained)"
+    short = sorted({"per-node cap" if c.implicit[j] else c.columns[j]
+                    for k in np.flatnonzero(gpu_ok) for j in pos if free[k, j] < need[j]})
+    what = "+".join(short)
+    if not short:
+        return "fits (drained)"
+    return f"GPU room only where {what} short" if gp else f"no GPU: {what} short"
 
 
 def _kind(shape: dict) -> str:
