@@ -25,8 +25,8 @@ demand that waits here.
 
 Opt-in (``EfficientOptions.reserve``, default off). Measured on the workload
 suite, seeds 0-3 (docs/suite.md): on, pending p50 and p95 meet the issue's
-targets (<= 1.10 x and 1.05 x Ray's) on 35 of 36 cells instead of 22, and every
-target on 32 cells instead of 20; but the reserve is paid in node-hours, and on
+targets (<= 1.10 x and 1.05 x Ray's) on 34 of 36 cells, and every target holds
+on 32 cells instead of 20; but the reserve is paid in node-hours, and on
 the services workload, where the efficient mode's cost is within 0.1-0.4 % of
 FFD's, seeds 2 and 3 end 0.4-0.6 % above it. Hence off by default.
 """
