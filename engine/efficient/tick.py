@@ -14,7 +14,10 @@ mode's own (``pack``, ``gangs``):
    RAY_STOP_REQUESTED instance;
 4. the ``request_resources()`` constraint, all or nothing against node totals;
 5. placement groups (``gangs``), each all or nothing;
-6. plain demand, existing nodes first, then new ones (``pack``);
+6. plain demand, existing nodes first, then new ones (``pack``); then, with the
+   opt-in ``reserve`` (``reserve.py``), room for one more unit of each pending
+   plain bundle on what is left (existing nodes first, then new ones), its
+   placements not reported;
 7. idle termination as Ray's (per-type timeout, nothing placed, never below
    ``min_worker_nodes``), and with ``cancel_pending`` the QUEUED nodes the plan
    does not need (with ``cancel_booting`` the booting ones too);
@@ -43,6 +46,7 @@ from .budget import Guard
 from .consolidate import consolidate
 from .disruption import limit_outdated
 from .place import Chunks, place_batch
+from .reserve import place_reserve
 from .state import State
 
 
@@ -59,6 +63,8 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
     gang_bad, gang_order, gang_place = place_gangs(st, costs, opts, stats, guard)
     stats["gang_place"] = gang_place
     run_order, infeasible, why, placements = _demand(st, costs, opts)
+    if getattr(opts, "reserve", False):     # EfficientOptions.reserve (opt-in)
+        stats["reserve"] = place_reserve(st, costs, opts)
     _idle(st)
     if opts.cancel_pending:
         _cancel_pending(st, opts.cancel_booting)
