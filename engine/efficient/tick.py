@@ -63,7 +63,7 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
     gang_bad, gang_order, gang_place = place_gangs(st, costs, opts, stats, guard)
     stats["gang_place"] = gang_place
     run_order, infeasible, why, placements = _demand(st, costs, opts)
-    if getattr(opts, "reserve", False):     # EfficientOptions.reserve (opt-in)
+    if opts.reserve:
         stats["reserve"] = place_reserve(st, costs, opts)
     _idle(st)
     if opts.cancel_pending:

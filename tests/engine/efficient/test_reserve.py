@@ -4,9 +4,8 @@ one is kept, a launch is made where no node has the room, nothing of it shows as
 placement, plans stay legal and deterministic, and it is off by default."""
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
+import pytest
 
 from vecsched.engine import schedule
 from vecsched.engine.efficient import EfficientOptions
@@ -26,14 +25,8 @@ def _running(t, total, free, idle_ms=0, i=0):
                     idle_ms=idle_ms, ray_node_id=f"n{i}")
 
 
-@dataclasses.dataclass(frozen=True)
-class _Options(EfficientOptions):
-    """EfficientOptions with the ``reserve`` switch (until the options carry it)."""
-    reserve: bool = True
-
-
 def _efficient(p, **kw):
-    plan = schedule(p, mode="efficient", options=_Options(**kw))
+    plan = schedule(p, mode="efficient", options=EfficientOptions(**dict({'reserve': True}, **kw)))
     assert check_plan(p, plan) == []
     return plan
 
@@ -99,3 +92,8 @@ def test_room_left_by_real_demand_serves_the_reserve():
     again = _efficient(p)
     assert np.array_equal(again.new_type, plan.new_type)
     assert np.array_equal(again.place_slot, plan.place_slot)
+
+
+def test_a_reserve_that_is_not_a_bool_is_a_typed_error():
+    with pytest.raises(ValueError, match="options.reserve"):
+        EfficientOptions(reserve="yes")
