@@ -36,6 +36,9 @@ from tests.kits.ganggen import gang_tick, plain_tick  # noqa: E402
 EFFICIENT = EfficientOptions()
 
 
+ONLY: tuple = ()
+
+
 def schedulers(plain: bool):
     out = {"ray-compat": lambda p: schedule(p),
            "efficient": lambda p: schedule(p, mode="efficient", options=EFFICIENT),
@@ -45,7 +48,7 @@ def schedulers(plain: bool):
                p, mode="efficient", options=EfficientOptions(gang_cpsat_bundles=0))}
     if plain:
         out["ffd"] = schedule_baseline
-    return out
+    return {k: v for k, v in out.items() if not ONLY or k in ONLY or k == "efficient"}
 
 
 def one(p, plain: bool, dtime: float) -> dict:
@@ -80,8 +83,12 @@ def main(argv=None) -> int:
     ap.add_argument("--eff-budget", type=float, default=None,
                     help="the efficient mode's tick_budget_s (default: its default; "
                          "efficient-no-budget runs without one)")
+    ap.add_argument("--schedulers", default="",
+                    help="comma list to run (default: all; efficient always runs: it hints "
+                         "the check)")
     args = ap.parse_args(argv)
-    global EFFICIENT
+    global EFFICIENT, ONLY
+    ONLY = tuple(x for x in args.schedulers.split(",") if x)
     kw = {}
     if args.eff_dtime is not None:
         kw["cpsat_dtime"] = args.eff_dtime

@@ -11,8 +11,9 @@ Two parts:
   (variables: items times the bins each may go on, which is what building the model
   costs) plus a fixed cost plus its deterministic seconds times the measured wall
   seconds per deterministic second. A solve is given at most what is left as its
-  deterministic limit, and one that could not even be built within what is left is
-  not started. Without a budget the allowance is unlimited and the options' own
+  deterministic limit, and one whose model could not even be built within what is
+  left is not started (its instance, which says how large the model would be, is
+  charged a small fixed cost). Without a budget the allowance is unlimited and the options' own
   limits (``cpsat_dtime``, ``lns_dtime``) apply as they are.
 - ``Guard``: the wall-clock backstop for a slower or busier machine, opt-in with an
   injected ``clock``. It says how much wall time the tick has left, and counts every
@@ -31,6 +32,7 @@ from .options import EfficientOptions
 WALL_PER_DTIME = 3.0        # wall seconds per CP-SAT deterministic second (median 3.0)
 SOLVE_BASE_S = 0.02         # per solve: instance, solver start-up, read-back, the LNS step
 CELL_S = 1.5e-5             # per model variable (item x bin it may go on): building it
+INSTANCE_S = 0.01           # the instance (items, bin classes) of a model then not solved
 HEUR_BASE_S = 0.03          # the heuristics, the bound and the rest of the tick: fixed,
 HEUR_NODE_S = 2.0e-5        # per alive node,
 HEUR_UNIT_S = 5.0e-5        # per bundle placement of the heuristic passes
@@ -79,10 +81,11 @@ class Allowance:
         if self.budgeted:
             self.left = max(0.0, self.left - self.fixed_cost(cells) - WALL_PER_DTIME * dtime)
 
-    def refuse(self, cells: int) -> None:
-        """Count a model built and then not solved (nothing left for it)."""
+    def refuse(self) -> None:
+        """Count an instance built and then not solved (its model would not fit what
+        is left): the instance only, the model is never built."""
         if self.budgeted:
-            self.left = max(0.0, self.left - CELL_S * cells)
+            self.left = max(0.0, self.left - INSTANCE_S)
 
 
 class Guard:

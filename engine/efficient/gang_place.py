@@ -351,7 +351,7 @@ def _cpsat(st: State, costs: Costs, opts: EfficientOptions, batches, place, best
     cells = model_cells(inst)
     limit = allow.limit(cells, opts.cpsat_dtime, CPSAT_STEP_SHARE)
     if limit <= 0:
-        allow.refuse(cells)
+        allow.refuse()
         stats["gang_cpsat_skipped"] = 1
         return None
     stats["gang_cpsat"] = 1

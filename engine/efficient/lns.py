@@ -67,7 +67,7 @@ def improve_lns(st: State, costs: Costs, batches, place: list, *, nodes: int = 3
             cells = model_cells(inst)
             limit = allow.limit(cells, min(dtime, budget))
             if limit <= 0:
-                allow.refuse(cells)
+                allow.refuse()
                 return place            # the next re-pack cannot be afforded
             hint = hint_of(inst, moved, offset, key_of)
             res = solve(inst, hint=hint, deterministic_limit=limit,

@@ -47,7 +47,7 @@ def test_no_budget_leaves_the_options_limits_as_they_are():
     assert a.left == math.inf
     assert a.limit(10 ** 6, 2.0, B.CPSAT_STEP_SHARE) == 2.0 and a.limit(50, 0.2) == 0.2
     a.charge(10 ** 6, 5.0)
-    a.refuse(10 ** 6)
+    a.refuse()
     assert a.left == math.inf
 
 
@@ -76,8 +76,8 @@ def test_charges_spend_the_allowance_deterministically():
     a.charge(2000, 0.01)
     assert a.left == pytest.approx(left - a.fixed_cost(2000) - B.WALL_PER_DTIME * 0.01)
     before = a.left
-    a.refuse(1000)
-    assert a.left == pytest.approx(before - B.CELL_S * 1000)
+    a.refuse()                                    # an instance built, its model not
+    assert a.left == pytest.approx(before - B.INSTANCE_S)
     a.charge(10 ** 9, 1.0)
     assert a.left == 0.0 and a.limit(1, 1.0) == 0.0
 
@@ -91,12 +91,18 @@ def test_default_budget_plans_are_deterministic_and_legal():
         assert check_plan(p, a) == []
 
 
-def test_a_model_too_big_for_the_budget_is_not_solved():
+def test_a_model_too_big_for_the_budget_is_not_solved(monkeypatch):
     """At 200 bundles the whole-tick model alone would spend the default budget here:
-    the packing step is skipped (counted), deterministically; without a budget it runs."""
+    the packing step is skipped (counted), deterministically, and the neighbourhood
+    search still gets the allowance; without a budget the packing step runs."""
     p = gang_tick(0, bundles=200)
     plan = schedule(p, mode="efficient")
     assert plan.stats.get("gang_cpsat_skipped") == 1 and "gang_cpsat" not in plan.stats
+    from vecsched.engine.solver import cpsat
+    solves, real = [], cpsat.solve
+    monkeypatch.setattr(cpsat, "solve", lambda *a, **k: solves.append(1) or real(*a, **k))
+    again = schedule(p, mode="efficient")
+    assert solves and _same(plan, again)          # the search's re-packs ran
     wide = schedule(p, mode="efficient",
                     options=EfficientOptions(tick_budget_s=None, cpsat_dtime=0.05, lns_dtime=0))
     assert wide.stats.get("gang_cpsat") == 1 and "gang_cpsat_skipped" not in wide.stats
