@@ -9,8 +9,8 @@ Two parts:
   docs/efficient.md): the heuristics' share is estimated from the tick's size (alive
   nodes, bundle placements of the passes), and every solve is charged its model size
   (variables: items times the bins each may go on, which is what building the model
-  costs) plus a fixed cost plus its deterministic seconds times the measured wall
-  seconds per deterministic second. A solve is given at most what is left as its
+  costs) plus a fixed cost and one per alive node (the state the step copies) plus
+  its deterministic seconds times the measured wall seconds per deterministic second. A solve is given at most what is left as its
   deterministic limit, and one whose model could not even be built within what is
   left is not started (its instance, which says how large the model would be, is
   charged a small fixed cost). Without a budget the allowance is unlimited and the options' own
@@ -30,12 +30,13 @@ from .options import EfficientOptions
 # Measured with bench/tick_budget.py on the README's machine (docs/efficient.md,
 # "The efficient mode's own CP-SAT step and neighbourhood search").
 WALL_PER_DTIME = 3.0        # wall seconds per CP-SAT deterministic second (median 3.0)
-SOLVE_BASE_S = 0.02         # per solve: instance, solver start-up, read-back, the LNS step
+SOLVE_BASE_S = 0.02         # per solve: instance, solver start-up, read-back, the LNS step,
+SOLVE_NODE_S = 2.0e-5       # and per alive node (the LNS step's state copies, the instance)
 CELL_S = 1.5e-5             # per model variable (item x bin it may go on): building it
 INSTANCE_S = 0.01           # the instance (items, bin classes) of a model then not solved
 HEUR_BASE_S = 0.03          # the heuristics, the bound and the rest of the tick: fixed,
-HEUR_NODE_S = 2.0e-5        # per alive node,
-HEUR_UNIT_S = 5.0e-5        # per bundle placement of the heuristic passes
+HEUR_NODE_S = 3.0e-5        # per alive node,
+HEUR_UNIT_S = 8.0e-5        # per bundle placement of the heuristic passes
 CPSAT_STEP_SHARE = 2.0 / 3.0   # of the steps' allowance, the gang packing's; the rest
                                # (and what it leaves) the neighbourhood search's
 MIN_DTIME = 0.002           # a solve given less than this is not started
@@ -58,13 +59,16 @@ class Allowance:
 
     def __init__(self, budget_s: Optional[float], nodes: int = 0, pass_work: int = 0):
         self.budgeted = budget_s is not None
+        self.nodes = nodes
         self.left = math.inf
         if self.budgeted:
             self.left = max(0.0, budget_s - heuristics_estimate(nodes, pass_work))
         self.total = self.left
 
     def fixed_cost(self, cells: int) -> float:
-        return SOLVE_BASE_S + CELL_S * cells
+        """A solve's estimated seconds besides its deterministic work: building its
+        model of ``cells`` variables and the step around it."""
+        return SOLVE_BASE_S + SOLVE_NODE_S * self.nodes + CELL_S * cells
 
     def limit(self, cells: int, cap: float, share: float = 1.0) -> float:
         """The deterministic limit for a solve of ``cells`` variables, at most ``cap``,

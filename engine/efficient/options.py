@@ -26,15 +26,16 @@ class EfficientOptions:
     many bundles, CP-SAT packs them all at once within
     ``cpsat_dtime`` deterministic seconds (one worker, seed 0: reproducible),
     hinted with the best heuristic packing, and its packing is kept when strictly
-    cheaper. 0 turns it off. (About 0.1-1 s of wall time at 50-100 bundles, up to
-    a few seconds at 200, on the 2-core machine of the README.)
+    cheaper. 0 turns it off. (Without a budget: about 0.1-1 s of wall time at 50-100
+    bundles, up to a few seconds at 200, on the 2-core machine of the README; under
+    ``tick_budget_s`` less, or skipped.)
 
     ``lns_dtime``: after that, a neighbourhood search re-packs the gangs of a few
     least-filled new nodes at a time with CP-SAT (``lns.py``), up to this many
-    deterministic seconds in all; 0 turns it off. (Measured on seeded gang ticks,
-    tests/kits/ganggen.py: within 2 % of the optimum at 200 bundles on 18 of 20 instead
-    of 11, tick median 4.6-5.7 s instead of 2.3 s; at 100 bundles 58 of 60 instead
-    of 56, 1.2-1.4 s instead of 0.44 s.)
+    deterministic seconds in all; 0 turns it off. (Measured without a budget on seeded
+    gang ticks, tests/kits/ganggen.py: within 2 % of the optimum at 200 bundles on 18 of
+    20 instead of 11, at 100 bundles 58-59 of 60 instead of 56, at ticks of seconds;
+    under the default budget far fewer: docs/efficient.md.)
 
     ``cancel_pending``: QUEUED nodes (launches the cloud was not asked for yet) that
     this tick's plan puts nothing on, and that no placement group of the tick could
