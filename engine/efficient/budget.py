@@ -4,17 +4,18 @@ Two parts:
 
 - ``Allowance``: what the CP-SAT steps (the gang packing, then the neighbourhood
   search) may spend, in work units only, so the same tick gets the same plan on any
-  machine at any load. The budget is wall seconds *of the machine the constants were
-  measured on* (the README's 2-core machine, with other jobs on it; ``bench/tick_budget.py``,
-  docs/efficient.md): the heuristics' share is estimated from the tick's size (alive
-  nodes, bundle placements of the passes), and every solve is charged its model size
-  (variables: items times the bins each may go on, which is what building the model
-  costs) plus a fixed cost and one per alive node (the state the step copies) plus
-  its deterministic seconds times the measured wall seconds per deterministic second. A solve is given at most what is left as its
-  deterministic limit, and one whose model could not even be built within what is
-  left is not started (its instance, which says how large the model would be, is
-  charged a small fixed cost). Without a budget the allowance is unlimited and the options' own
-  limits (``cpsat_dtime``, ``lns_dtime``) apply as they are.
+  machine at any load. The budget is wall seconds *of the machine the constants
+  were measured on* (the README's 2-core machine, with other jobs on it;
+  ``bench/tick_budget.py``, docs/efficient.md): the heuristics' share is estimated
+  from the tick's size (alive nodes, bundle placements of the passes), and every
+  solve is charged its model size (variables: items times the bins each may go on,
+  which is what building the model costs), a fixed cost, one per alive node (the
+  state the step copies) and its deterministic seconds times the measured wall
+  seconds per deterministic second. A solve is given at most what is left as its
+  deterministic limit; one whose model could not even be built within what is left
+  is not started (its instance, which says how large the model would be, is charged
+  a small fixed cost). Without a budget the allowance is unlimited and the options'
+  own limits (``cpsat_dtime``, ``lns_dtime``) apply as they are.
 - ``Guard``: the wall-clock backstop for a slower or busier machine, opt-in with an
   injected ``clock``. It says how much wall time the tick has left, and counts every
   time it cut a CP-SAT step short (``fired``), which the tick reports as
