@@ -10,7 +10,9 @@ plain ticks from ``plain_tick`` (the FFD baseline places no placement group,
 so it is compared on those). The objective is the model's (``vecsched.engine.solver``):
 unplaced bundles first, then the price of the launches (proxy 1 + GPUs per node).
 Solver: one worker, seed 0, ``--dtime`` deterministic seconds; times are
-wall-clock medians on this machine (noisy: other jobs share it).
+wall-clock medians on this machine (noisy: other jobs share it). ``efficient`` runs
+with the default tick budget (``EfficientOptions.tick_budget_s``),
+``efficient-no-budget`` without one, ``efficient-heuristic`` without CP-SAT.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -33,14 +36,19 @@ from tests.kits.ganggen import gang_tick, plain_tick  # noqa: E402
 EFFICIENT = EfficientOptions()
 
 
+ONLY: tuple = ()
+
+
 def schedulers(plain: bool):
     out = {"ray-compat": lambda p: schedule(p),
            "efficient": lambda p: schedule(p, mode="efficient", options=EFFICIENT),
+           "efficient-no-budget": lambda p: schedule(
+               p, mode="efficient", options=replace(EFFICIENT, tick_budget_s=None)),
            "efficient-heuristic": lambda p: schedule(
                p, mode="efficient", options=EfficientOptions(gang_cpsat_bundles=0))}
     if plain:
         out["ffd"] = schedule_baseline
-    return out
+    return {k: v for k, v in out.items() if not ONLY or k in ONLY or k == "efficient"}
 
 
 def one(p, plain: bool, dtime: float) -> dict:
@@ -72,13 +80,22 @@ def main(argv=None) -> int:
                     help="the efficient mode's cpsat_dtime (default: its default)")
     ap.add_argument("--eff-bundles", type=int, default=None,
                     help="the efficient mode's gang_cpsat_bundles (default: its default)")
+    ap.add_argument("--eff-budget", type=float, default=None,
+                    help="the efficient mode's tick_budget_s (default: its default; "
+                         "efficient-no-budget runs without one)")
+    ap.add_argument("--schedulers", default="",
+                    help="comma list to run (default: all; efficient always runs: it hints "
+                         "the check)")
     args = ap.parse_args(argv)
-    global EFFICIENT
+    global EFFICIENT, ONLY
+    ONLY = tuple(x for x in args.schedulers.split(",") if x)
     kw = {}
     if args.eff_dtime is not None:
         kw["cpsat_dtime"] = args.eff_dtime
     if args.eff_bundles is not None:
         kw["gang_cpsat_bundles"] = args.eff_bundles
+    if args.eff_budget is not None:
+        kw["tick_budget_s"] = args.eff_budget
     EFFICIENT = EfficientOptions(**kw)
     for B in [int(x) for x in args.bundles.split(",")]:
         rows = []

@@ -24,8 +24,8 @@ is then required: ``options``) and the winning pass does not already meet the lo
 bound of ``gang_bound.py`` (then no packing is strictly better: the steps below are
 skipped, ``stats["gang_bound_met"]``), CP-SAT (``vecsched.engine.solver``) solves all groups
 at once over the nodes as they are and new nodes within the launch room, hinted with
-the winning pass, within ``cpsat_dtime`` deterministic seconds (``options.cpsat_limit``
-under a tick budget; one worker, seed 0: reproducible); its packing replaces the
+the winning pass, within ``cpsat_dtime`` deterministic seconds (less under a tick
+budget: ``budget.Allowance``; one worker, seed 0: reproducible); its packing replaces the
 pass's when it is strictly better.
 Then a neighbourhood search (``lns.py``, ``lns_dtime``) re-packs a few nodes'
 gangs at a time while that makes the launches cheaper.
@@ -43,6 +43,7 @@ from vecsched.engine.model.fits import gang_items, gang_strategy
 from vecsched.engine.solver.instance import EXISTING, build_slot_instance
 from .cost import Costs
 from .options import EfficientOptions
+from .budget import CPSAT_STEP_SHARE, Allowance, model_cells
 from .gang_bound import bound_met
 from .improve import improve
 from .lns import commit_keys, hint_of, improve_lns
@@ -129,14 +130,15 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     if cpsat and bound_met(st, costs, batches, *best[0][:2]):
         stats["gang_bound_met"] = 1         # CP-SAT could not be strictly better
     elif cpsat and not (guard is not None and guard.spent()):
-        stats["gang_cpsat"] = 1
-        better = _cpsat(st, costs, opts, batches, place, best[0], guard)
+        allow = Allowance(opts.tick_budget_s, int(st.alive[:st.M].sum()), work)
+        better = _cpsat(st, costs, opts, batches, place, best[0], guard, allow, stats)
         if better is not None:
             stats["gang_cpsat_better"] = 1
             bad, place = better
-        if opts.lns_limit > 0 and nb > 0:
+        if opts.lns_dtime > 0 and nb > 0:
             before = _placed_price(costs, place)
-            place = improve_lns(st, costs, batches, place, budget=opts.lns_limit, guard=guard)
+            place = improve_lns(st, costs, batches, place, budget=opts.lns_dtime, guard=guard,
+                                allowance=allow)
             if _placed_price(costs, place) < before:
                 stats["gang_lns_better"] = 1
     return bad, order, _rows(_commit(st, batches, place), batches)
@@ -329,10 +331,13 @@ def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, 
 # ---- CP-SAT over every gang of the tick ---------------------------------------------------
 
 def _cpsat(st: State, costs: Costs, opts: EfficientOptions, batches, place, best_key,
-           guard=None):
+           guard=None, allow: Allowance | None = None, stats: dict | None = None):
     """The CP-SAT packing of all gangs when strictly better than the pass's
     (best_key = (unplaced bundles, price)): (bad, placements with ``("new", j)``
-    keys for its launches), or None. ``st`` is untouched."""
+    keys for its launches), or None. ``st`` is untouched. Its deterministic limit is
+    ``cpsat_dtime``, within the tick budget's share for it (``budget.Allowance``:
+    not solved, ``stats["gang_cpsat_skipped"]``, when the model alone would spend
+    it); ``stats["gang_cpsat"]`` when it solved."""
     from vecsched.engine.solver.cpsat import solve
     p = st.p
     M = st.M
@@ -343,9 +348,19 @@ def _cpsat(st: State, costs: Costs, opts: EfficientOptions, batches, place, best
     offset[1:] = np.cumsum([len(b[0]) for b in batches])
     if offset[-1] != inst.I:
         return None
+    allow = allow if allow is not None else Allowance(None)
+    stats = stats if stats is not None else {}
+    cells = model_cells(inst)
+    limit = allow.limit(cells, opts.cpsat_dtime, CPSAT_STEP_SHARE)
+    if limit <= 0:
+        allow.refuse()
+        stats["gang_cpsat_skipped"] = 1
+        return None
+    stats["gang_cpsat"] = 1
     hint = hint_of(inst, place, offset)
-    res = solve(inst, hint=hint, deterministic_limit=opts.cpsat_limit,
+    res = solve(inst, hint=hint, deterministic_limit=limit,
                 time_limit_s=guard.remaining() if guard is not None else None)
+    allow.charge(cells, res.deterministic_s)
     if guard is not None:
         guard.cut(res.status)
     if not res.feasible:

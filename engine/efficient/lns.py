@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from vecsched.engine.solver.instance import EXISTING, NEW, build_slot_instance
+from .budget import Allowance, model_cells
 from .cost import Costs
 from .place import _put
 from .state import State
@@ -27,16 +28,20 @@ from .state import State
 
 def improve_lns(st: State, costs: Costs, batches, place: list, *, nodes: int = 3,
                 dtime: float = 0.2, budget: float = 1.0, max_bundles: int = 80,
-                guard=None) -> list:
+                guard=None, allowance: Allowance | None = None) -> list:
     """A packing no dearer than ``place`` (the same gangs placed). ``st`` is the
     state before any gang is placed and is left so. ``nodes``: new nodes per
-    neighbourhood; ``dtime``: work limit per re-pack; ``budget``: total work;
-    ``guard``: the tick's wall-clock guard (``budget.Guard``), which stops the search
-    (anytime: the best packing so far is kept) when the tick's wall time is spent."""
+    neighbourhood; ``dtime``: work limit per re-pack; ``budget``: total work
+    (deterministic seconds); ``allowance``: the tick budget's (``budget.Allowance``:
+    each re-pack is charged its model size and work, and the search stops, anytime,
+    when the next one cannot be afforded); ``guard``: the tick's wall-clock guard
+    (``budget.Guard``), which stops the search likewise when the tick's wall time
+    is spent."""
     from vecsched.engine.solver.cpsat import solve
+    allow = allowance if allowance is not None else Allowance(None)
     spent = 0.0
     tried: set = set()
-    while spent < budget and not (guard is not None and guard.spent()):
+    while spent < budget and allow.left > 0 and not (guard is not None and guard.spent()):
         hood = _next_hood(st, costs, batches, place, nodes, max_bundles, tried)
         if hood is None:
             return place
@@ -59,9 +64,15 @@ def improve_lns(st: State, costs: Costs, batches, place: list, *, nodes: int = 3
             if at != inst.I:
                 continue
             moved = [pl for pl in place if pl[0] in hood]
+            cells = model_cells(inst)
+            limit = allow.limit(cells, min(dtime, budget))
+            if limit <= 0:
+                allow.refuse()
+                return place            # the next re-pack cannot be afforded
             hint = hint_of(inst, moved, offset, key_of)
-            res = solve(inst, hint=hint, deterministic_limit=min(dtime, budget),
+            res = solve(inst, hint=hint, deterministic_limit=limit,
                         time_limit_s=guard.remaining() if guard is not None else None)
+            allow.charge(cells, float(res.deterministic_s))
             if guard is not None:
                 guard.cut(res.status)
             spent += max(float(res.deterministic_s), 1e-3)

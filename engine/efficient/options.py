@@ -5,10 +5,9 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
-# The shares of ``tick_budget_s`` given to the CP-SAT gang packing and to the
-# neighbourhood search, in deterministic seconds; the rest is the heuristics'.
-CPSAT_SHARE = 0.5
-LNS_SHARE = 0.25
+# The default ``tick_budget_s``: a tick of 1,000 nodes with up to 200 bundles in
+# placement groups returns within it on the README's machine (docs/efficient.md).
+DEFAULT_TICK_BUDGET_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -27,15 +26,16 @@ class EfficientOptions:
     many bundles, CP-SAT packs them all at once within
     ``cpsat_dtime`` deterministic seconds (one worker, seed 0: reproducible),
     hinted with the best heuristic packing, and its packing is kept when strictly
-    cheaper. 0 turns it off. (About 0.1-1 s of wall time at 50-100 bundles, up to
-    a few seconds at 200, on the 2-core machine of the README.)
+    cheaper. 0 turns it off. (Without a budget: about 0.1-1 s of wall time at 50-100
+    bundles, up to a few seconds at 200, on the 2-core machine of the README; under
+    ``tick_budget_s`` less, or skipped.)
 
     ``lns_dtime``: after that, a neighbourhood search re-packs the gangs of a few
     least-filled new nodes at a time with CP-SAT (``lns.py``), up to this many
-    deterministic seconds in all; 0 turns it off. (Measured on seeded gang ticks,
-    tests/kits/ganggen.py: within 2 % of the optimum at 200 bundles on 18 of 20 instead
-    of 11, tick median 4.6-5.7 s instead of 2.3 s; at 100 bundles 58 of 60 instead
-    of 56, 1.2-1.4 s instead of 0.44 s.)
+    deterministic seconds in all; 0 turns it off. (Measured without a budget on seeded
+    gang ticks, tests/kits/ganggen.py: within 2 % of the optimum at 200 bundles on 18 of
+    20 instead of 11, at 100 bundles 58-59 of 60 instead of 56, at ticks of seconds;
+    under the default budget far fewer: docs/efficient.md.)
 
     ``cancel_pending``: QUEUED nodes (launches the cloud was not asked for yet) that
     this tick's plan puts nothing on, and that no placement group of the tick could
@@ -84,18 +84,26 @@ class EfficientOptions:
     on seeded ticks of 50-1,000 groups, the passes left out cost at most 0.76 % of the
     launch price on 3 of 40 ticks (docs/efficient.md, "Pass work").
 
-    ``tick_budget_s`` (default None: no budget, the limits above as they are): the
-    CP-SAT steps' share of one tick. The gang packing gets at most ``CPSAT_SHARE`` of
-    it and the neighbourhood search ``LNS_SHARE``, in CP-SAT's deterministic seconds
-    (work units: the same input gives the same plan on any machine, at any load);
-    both are anytime (they keep the best packing found so far). ``clock`` (a
-    monotonic clock in seconds, e.g. ``time.perf_counter``; None: no guard) adds a
-    wall-clock guard: a CP-SAT step that would start after the budget is spent is
-    skipped, and a solve is stopped when the tick's wall time reaches the budget;
-    either is counted in the plan's ``stats["budget_guard"]`` (then the plan may
-    depend on the machine's speed: the count says so). The heuristic passes are not
-    budgeted (issue 22: their numba kernels are not written yet), so the tick can
-    still take longer than the budget on large problems.
+    ``tick_budget_s`` (default 0.25; None: no budget, the limits above as they are): the
+    wall seconds one tick may take on the machine the budget's constants were measured
+    on (``budget.py``: the README's 2-core machine, with other jobs on it), spent in
+    work units only, so the same input gives the same plan on any machine at any
+    load. The heuristics' share is estimated from the tick's size (alive nodes, the
+    passes' bundle placements); what is left goes to the CP-SAT steps, each solve
+    charged its model size and deterministic seconds: the gang packing gets at most
+    two thirds of it (not solved when its model alone would spend that,
+    ``stats["gang_cpsat_skipped"]``), the neighbourhood search the rest, each re-pack
+    started only while affordable. Both are anytime (they keep the best packing found
+    so far), and neither exceeds ``cpsat_dtime`` / ``lns_dtime``. Measured with the
+    default: 1,000-node ticks with 25-200 bundles return within 0.25 s here, and the
+    gang quality is in docs/efficient.md. ``clock`` (a monotonic clock in seconds,
+    e.g. ``time.perf_counter``; default None: no guard) adds an opt-in wall-clock
+    guard: a CP-SAT step that would start after the budget is spent is skipped, and a
+    solve is stopped when the tick's wall time reaches the budget; either is counted
+    in the plan's ``stats["budget_guard"]`` (then the plan may depend on the
+    machine's speed: the count says so). The heuristic passes are budgeted by
+    ``gang_pass_work`` instead, so a very large tick (thousands of nodes or groups)
+    can still take longer than the budget.
 
     OR-Tools: with ``gang_cpsat_bundles`` above 0 (the default) the mode needs CP-SAT
     (the neighbourhood search runs only after it), and constructing the options where
@@ -117,7 +125,7 @@ class EfficientOptions:
     keep_gpu_for_gpu: bool = True
     consolidate: float = 0.0
     consolidate_per_tick: int = 1
-    tick_budget_s: Optional[float] = None
+    tick_budget_s: Optional[float] = DEFAULT_TICK_BUDGET_S
     clock: Optional[Callable[[], float]] = None
     # ---- consolidation safety (issue 23) ----
     drain_deadline_s: float = 600.0
@@ -176,20 +184,6 @@ class EfficientOptions:
             from vecsched.engine.solver.cpsat import require_ortools
             require_ortools(f"the efficient mode (options.gang_cpsat_bundles="
                             f"{self.gang_cpsat_bundles})")
-
-    @property
-    def cpsat_limit(self) -> float:
-        """The gang packing's work limit (deterministic seconds) under the budget."""
-        if self.tick_budget_s is None:
-            return self.cpsat_dtime
-        return min(self.cpsat_dtime, CPSAT_SHARE * self.tick_budget_s)
-
-    @property
-    def lns_limit(self) -> float:
-        """The neighbourhood search's total work limit under the budget."""
-        if self.tick_budget_s is None:
-            return self.lns_dtime
-        return min(self.lns_dtime, LNS_SHARE * self.tick_budget_s)
 
 
 def _check_consolidation_safety(o: EfficientOptions) -> None:

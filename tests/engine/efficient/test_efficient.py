@@ -268,8 +268,8 @@ def test_neighbourhood_search_improves_a_large_tick_and_stays_legal():
     pytest.importorskip("ortools")
     p = gang_tick(1, bundles=200)
     inst = build_instance(p)
-    without = efficient(p, lns_dtime=0)
-    a, b = efficient(p), efficient(p)
+    without = efficient(p, lns_dtime=0, tick_budget_s=None)   # the limits unbudgeted
+    a, b = efficient(p, tick_budget_s=None), efficient(p, tick_budget_s=None)
     _same(a, b, "lns")
     assert a.stats.get("gang_lns_better") == 1 and "gang_lns_better" not in without.stats
     assert plan_value(inst, a) < plan_value(inst, without)
