@@ -133,7 +133,9 @@ def test_redis_restart_leader_fails_fast_and_no_write_is_lost(redis_server):
     while a.leading():                            # keep trying to renew and to write
         a.poll()
         tried += 1
-        with pytest.raises(StorageUnavailable):
+        # Refused either way: Redis is gone, or (on a loaded machine, where poll() can
+        # outlast what was left of the lease) the lease ran out first.
+        with pytest.raises((StorageUnavailable, NotLeader)):
             s.batch_update("t", {"lost": b"x"}, [], 20)
         time.sleep(0.02)
     # Every attempt failed fast (no retries, a short socket timeout), and the leader
