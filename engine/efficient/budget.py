@@ -7,7 +7,7 @@ Two parts:
   machine at any load. The budget is wall seconds *of the machine the constants
   were measured on* (the README's 2-core machine, with other jobs on it;
   ``bench/tick_budget.py``, docs/efficient.md): the heuristics' share is estimated
-  from the tick's size (alive nodes, bundle placements of the passes), and every
+  from the tick's size (alive nodes, unit placements of the passes), and every
   solve is charged its model size (variables: items times the bins each may go on,
   which is what building the model costs), a fixed cost, one per alive node (the
   state the step copies) and its deterministic seconds times the measured wall
@@ -37,7 +37,7 @@ CELL_S = 1.5e-5             # per model variable (item x bin it may go on): buil
 INSTANCE_S = 0.01           # the instance (items, bin classes) of a model then not solved
 HEUR_BASE_S = 0.03          # the heuristics, the bound and the rest of the tick: fixed,
 HEUR_NODE_S = 3.0e-5        # per alive node,
-HEUR_UNIT_S = 8.0e-5        # per bundle placement of the heuristic passes
+HEUR_UNIT_S = 8.0e-5        # per unit placement of the heuristic passes (gang_pass_work's units)
 CPSAT_STEP_SHARE = 2.0 / 3.0   # of the steps' allowance, the gang packing's; the rest
                                # (and what it leaves) the neighbourhood search's
 MIN_DTIME = 0.002           # a solve given less than this is not started

@@ -14,10 +14,12 @@ Passes: myopic and joint, each with existing nodes taken first-fit or tightest
 fit (best fit), and myopic with groups in input order. Otherwise groups with
 STRICT_* constraints go first (fewest ways to fit), then the largest (normalised
 size), then input order. The pass placing the most bundles, then launching the
-cheapest nodes, wins. Each pass costs the tick's bundle count in work units; myopic
+cheapest nodes, wins. Each pass costs the tick's units in work units (the items'
+counts of ``gang_batch``: a bundle, or a merged STRICT_PACK group as one); myopic
 and joint always run, the others (in ``PASS_PRIORITY`` order) only while the total
 stays within ``gang_pass_work``. With the default every pass runs up to 2,400
-bundles; a tick of 1,000 groups (about 5,000 bundles) runs myopic and joint.
+units; a ``cluster_v2`` tick of 1,000 groups (about 3,900-4,100 units, 4,800-5,100
+bundles) runs three or two.
 
 Then, when the tick has at most ``gang_cpsat_bundles`` bundles in groups (OR-Tools
 is then required: ``options``) and the winning pass does not already meet the lower

@@ -74,22 +74,22 @@ class EfficientOptions:
     work, launch one cheaper node that holds it and drain the victim (``replace.py``;
     measured neutral on the workload suite, docs/consolidation.md).
 
-    ``gang_pass_work``: how many bundle placements the heuristic passes over the
+    ``gang_pass_work``: how many unit placements the heuristic passes over the
     placement groups may make in all (``gang_place.py``): each pass places every
-    bundle of the tick once; myopic and joint always run, the other three in order
-    of what they add while the total stays within this. Deterministic work units,
-    like CP-SAT's: the same tick gets the same passes on any machine. The default
-    (12,000) runs all five passes up to 2,400 bundles and two from 4,000 (1,000
-    groups of about five bundles: 0.46 s instead of 0.95 s at 10k nodes); measured
-    on seeded ticks of 50-1,000 groups, the passes left out cost at most 0.76 % of the
-    launch price on 3 of 40 ticks (docs/efficient.md, "Pass work").
+    unit of the tick once (a bundle, or a merged STRICT_PACK group as one); myopic
+    and joint always run, the other three in order of what they add while the total
+    stays within this. Deterministic work units, like CP-SAT's: the same tick gets
+    the same passes on any machine. The default (12,000) runs all five passes up to
+    2,400 units, four up to 3,000, three up to 4,000 and two above (a ``cluster_v2``
+    tick of 1,000 groups has 3,900-4,100); what the passes left out cost on seeded
+    ticks is in docs/efficient.md, "Pass work".
 
     ``tick_budget_s`` (default 0.25; None: no budget, the limits above as they are): the
     wall seconds one tick may take on the machine the budget's constants were measured
     on (``budget.py``: the README's 2-core machine, with other jobs on it), spent in
     work units only, so the same input gives the same plan on any machine at any
     load. The heuristics' share is estimated from the tick's size (alive nodes, the
-    passes' bundle placements); what is left goes to the CP-SAT steps, each solve
+    passes' unit placements); what is left goes to the CP-SAT steps, each solve
     charged its model size and deterministic seconds: the gang packing gets at most
     two thirds of it (not solved when its model alone would spend that,
     ``stats["gang_cpsat_skipped"]``), the neighbourhood search the rest, each re-pack
