@@ -22,8 +22,9 @@ def _same(a, b) -> bool:
     return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in PLAN)
 
 
-def _bundles(p) -> int:
-    return int(p.gang_ptr[-1])
+def _units(p) -> int:
+    """The work one pass costs: the tick's gang units (``gang_batch``'s counts)."""
+    return int(sum(gang_place.gang_batch(p, g)[2].sum() for g in range(p.G)))
 
 
 def _recorded(monkeypatch):
@@ -54,7 +55,7 @@ def test_default_runs_every_pass_and_plans_as_unlimited(seed, monkeypatch):
 
 def test_passes_run_in_priority_order_within_the_work(monkeypatch):
     p = gang_tick(1, bundles=60)
-    nb = _bundles(p)
+    nb = _units(p)
     seen = _recorded(monkeypatch)
     expect = [("myopic", False), ("joint", False), ("myopic", False), ("myopic", True)]
     for k in range(2, 5):
@@ -80,7 +81,7 @@ def test_a_limited_run_keeps_the_best_of_its_passes(monkeypatch):
     for seed in range(6):
         p = gang_tick(seed, bundles=50)
         two = schedule(p, mode="efficient",
-                       options=EfficientOptions(gang_pass_work=2 * _bundles(p), **HEURISTIC))
+                       options=EfficientOptions(gang_pass_work=2 * _units(p), **HEURISTIC))
         alone = {}
         for v, name in ((0, "myopic"), (3, "joint")):
             monkeypatch.setattr(gang_place, "PASS_PRIORITY", (v,))
