@@ -120,7 +120,7 @@ class EfficientOptions:
     cpsat_dtime: float = 2.0
     lns_dtime: float = 1.0
     cancel_pending: bool = True
-    reserve: bool = False
+    reserve: bool = True
     cancel_booting: bool = False
     keep_gpu_for_gpu: bool = True
     consolidate: float = 0.0
