@@ -50,6 +50,7 @@ class EngineScheduler(ResourceDemandScheduler):
         self.engine_mode = mode     # ``mode`` is the installed subclass's engine / shadow
         self._options = options
         self._stability = _stability_window() if mode == "efficient" else None
+        self._drains = _drain_memory() if mode == "efficient" else None
         self.last_plan = None
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         # Ray's scheduler calls time.time_ns / time.monotonic through its module's
@@ -86,11 +87,8 @@ class EngineScheduler(ResourceDemandScheduler):
         t1 = time.perf_counter()
         if self.engine_mode == "efficient":
             tracking = False
-            plan = schedule(decoded.problem, mode="efficient",
-                            options=self._stability.options_for(
-                                decoded.problem, lambda: _node_keys(decoded), self._options,
-                                self._monotonic(), self._now_ns())
-                            if self._options is not None else None)
+            opts = self._efficient_options(decoded)
+            plan = schedule(decoded.problem, mode="efficient", options=opts)
         else:
             tracking = request.pending_idle_timeout_s is not None
             plan = schedule(decoded.problem, pending_since=self._pending_since,
@@ -106,6 +104,8 @@ class EngineScheduler(ResourceDemandScheduler):
         self.stats["engine_ticks"] += 1
         if tracking:
             self._pending_since = plan.pending_since
+        if self._drains is not None:
+            self._drains.remember(p, plan, lambda i: _instance_key(decoded, i), opts)
         if decoded.problem.clamped:
             self.stats["clamped_available"] += decoded.problem.clamped
             logger.warning("vecsched: %d available > total entries (utilisation clamped at 0; "
@@ -126,14 +126,26 @@ class EngineScheduler(ResourceDemandScheduler):
                 logger.exception("Failed to emit event logs.")
         return reply
 
+    def _efficient_options(self, decoded):
+        """This tick's efficient options: the caller's, with what the memory across
+        ticks adds (the stability window's held nodes, the nodes being disrupted)."""
+        if self._options is None:
+            return None
+        p = decoded.problem
+        opts = self._stability.options_for(p, lambda: _node_keys(decoded), self._options,
+                                           self._monotonic(), self._now_ns())
+        return self._drains.options_for(p, lambda i: _instance_key(decoded, i), opts)
+
+
+def _instance_key(decoded, i: int) -> str:
+    """The instance id of the request's instance ``i`` (the consolidation memory's key)."""
+    im = decoded.instances[int(i)].im_instance
+    return im.instance_id if im is not None else f"#{i}"
+
 
 def _node_keys(decoded) -> list:
     """The instance id of each node of the decoded problem (the stability window's key)."""
-    out = []
-    for i in decoded.problem.node_source.tolist():
-        im = decoded.instances[int(i)].im_instance
-        out.append(im.instance_id if im is not None else f"#{i}")
-    return out
+    return [_instance_key(decoded, i) for i in decoded.problem.node_source.tolist()]
 
 
 def _stability_window():
@@ -141,3 +153,10 @@ def _stability_window():
     efficient package is not loaded on the ray-compat path)."""
     from vecsched.engine.efficient.stability import StabilityWindow
     return StabilityWindow()
+
+
+def _drain_memory():
+    """The causes of the engine's own terminations, kept across ticks for the disruption
+    budgets (efficient mode only)."""
+    from vecsched.engine.efficient.drain_memory import DrainMemory
+    return DrainMemory()

@@ -23,9 +23,15 @@
 
 A node whose drain Ray has accepted is RAY_STOPPING: Ray's scheduling request holds it
 (every instance-manager record) but the model leaves it out of the nodes, naming it
-in ``Problem.skipped``; the budget counts it from there. The causes of drains are not
-in the request, so every drain counts, idle ones included (short: an idle node stops
-at once), which errs on the safe side.
+in ``Problem.skipped``. The causes of drains are not in the request. Whoever keeps
+memory across ticks (``EngineScheduler``, ``drain_memory.py``) knows the causes of the
+terminations the engine sent and gives the count of nodes being disrupted - stopping
+for any cause but idleness, unknown causes included - as
+``consolidate_disrupting``: idle nodes being stopped then hold neither budget. Without
+it (None) every draining or stopping node counts, idle ones included, which errs on
+the safe side. Either way a node counts while it is RAY_STOP_REQUESTED *and* while it
+is RAY_STOPPING (draining): a drain lasts until its work ends or its deadline, and a
+count that left the RAY_STOPPING nodes out would start a new drain every tick.
 """
 from __future__ import annotations
 
@@ -84,7 +90,7 @@ def limit_outdated(p, st, opts: EfficientOptions, cand: np.ndarray) -> np.ndarra
     if cap is None or not cand.size:
         return cand
     running = p.node_status[cand] == Status.RAY_RUNNING
-    room = max(0, cap - disrupted_now(p, st))
+    room = max(0, cap - disrupted_now(p, st, opts))
     busy = cand[running]
     busy = busy[np.lexsort((busy, -p.node_idle_ms[busy]))][:room]
     return np.sort(np.concatenate([cand[~running], busy]))
@@ -96,17 +102,29 @@ def limit_outdated(p, st, opts: EfficientOptions, cand: np.ndarray) -> np.ndarra
 _STOPPING_SKIPPED = f"status {Status.NAMES[Status.RAY_STOPPING]} "
 
 
-def draining(p) -> int:
-    """Nodes being drained or stopped: RAY_STOP_REQUESTED nodes, and the RAY_STOPPING
-    instances of the request (``Problem.skipped``), whatever the cause."""
-    stopping = sum(1 for _, why in p.skipped if why.startswith(_STOPPING_SKIPPED))
-    return int((p.node_status == Status.RAY_STOP_REQUESTED).sum()) + stopping
+def stopping_instances(p) -> list:
+    """The request's instance indices (``Problem.node_source`` numbering) being drained
+    or stopped: the RAY_STOPPING ones the model skipped, then the RAY_STOP_REQUESTED
+    nodes."""
+    out = [int(i) for i, why in p.skipped if why.startswith(_STOPPING_SKIPPED)]
+    out += [int(p.node_source[n]) for n in np.flatnonzero(p.node_status == Status.RAY_STOP_REQUESTED)]
+    return out
 
 
-def disrupted_now(p, st) -> int:
+def draining(p, opts: EfficientOptions = None) -> int:
+    """Nodes being disrupted before this tick: ``opts.consolidate_disrupting`` when the
+    caller knows it, else every node being drained or stopped (RAY_STOP_REQUESTED
+    nodes, and the RAY_STOPPING instances of the request, ``Problem.skipped``), whatever
+    the cause."""
+    if opts is not None and opts.consolidate_disrupting is not None:
+        return opts.consolidate_disrupting
+    return len(stopping_instances(p))
+
+
+def disrupted_now(p, st, opts: EfficientOptions = None) -> int:
     """Nodes disrupted already: draining (``draining``) or terminated by this tick, for
     a cause other than idleness, while ray runs on them."""
-    draining_ = draining(p)
+    draining_ = draining(p, opts)
     mine = sum(1 for n, cause, _ in st.terms
                if n < p.N and cause != Cause.IDLE and p.node_status[n] == Status.RAY_RUNNING)
     return draining_ + mine
@@ -114,4 +132,4 @@ def disrupted_now(p, st) -> int:
 
 def budget_left(p, st, opts: EfficientOptions) -> int:
     """How many more nodes consolidation may disrupt this tick."""
-    return max(0, budget(p, opts) - disrupted_now(p, st))
+    return max(0, budget(p, opts) - disrupted_now(p, st, opts))

@@ -73,6 +73,10 @@ class EfficientOptions:
     ``consolidate_replace`` (opt-in): where no running node has room for a victim's
     work, launch one cheaper node that holds it and drain the victim (``replace.py``;
     measured neutral on the workload suite, docs/consolidation.md).
+    ``consolidate_disrupting`` (set per tick by whoever keeps memory across ticks,
+    ``EngineScheduler``; None: not known): how many nodes are being disrupted, drained
+    or stopped for a cause other than idleness; the disruption budgets count these
+    instead of every draining or stopping node (``disruption.py``).
 
     ``gang_pass_work``: how many unit placements the heuristic passes over the
     placement groups may make in all (``gang_place.py``): each pass places every
@@ -139,6 +143,7 @@ class EfficientOptions:
     consolidate_hold: frozenset = frozenset()
     consolidate_windows: tuple = ()
     consolidate_replace: bool = False
+    consolidate_disrupting: Optional[int] = None
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -224,6 +229,10 @@ def _check_consolidation_safety(o: EfficientOptions) -> None:
         if not (isinstance(w, tuple) and len(w) == 2 and all(_minute(x) is not None for x in w)):
             raise ValueError(f"options.consolidate_windows: must be a tuple of (\"HH:MM\", "
                              f"\"HH:MM\") pairs, got {o.consolidate_windows!r}")
+    v = o.consolidate_disrupting
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+        raise ValueError(f"options.consolidate_disrupting: must be None or an integer >= 0, "
+                         f"got {v!r}")
     types = o.consolidate_opt_out_types
     if isinstance(types, str) or not all(isinstance(t, str) for t in types):
         raise ValueError(f"options.consolidate_opt_out_types: must be a tuple of type "

@@ -99,3 +99,35 @@ def test_efficient_consolidate_never_drains_a_node_inside_its_stability_window()
             for rec in r.store if rec.termination_cause == Cause.CONSOLIDATE]
     assert ages and len(ages) == m["consolidations"]
     assert min(ages) >= CONSOLIDATE_AFTER_S, ages
+
+
+def test_the_budget_counts_the_engines_own_disruptions_not_idle_stops():
+    """Through ``EngineScheduler``'s memory, the count the budgets use is, on every tick,
+    the replay's own: the instances stopping for a cause other than idleness. Idle nodes
+    were stopping on some of those ticks (and did not count); the budget held on every
+    tick (2 nodes, as in ``run``)."""
+    from vecsched.adapters.sim.replay import Replay, ReplayConfig, Window, load
+    from vecsched.adapters.sim.replay.efficient import EfficientSched
+    from vecsched.engine.efficient import EfficientOptions
+    trace = load(None, None, Window(start=None, pods=400, arrival_scale=200.0))
+    opts = EfficientOptions(consolidate=0.5, drain_deadline_s=DEADLINE_S,
+                            consolidate_budget=BUDGET, consolidate_per_tick=BUDGET)
+    r = Replay(trace, EfficientSched(options=opts, name="cons"), ReplayConfig(tail_s=300))
+    memory = r.sched.sched._drains
+    seen = []                                   # (engine's count, replay's, idle stopping)
+    options_for = memory.options_for
+
+    def record(p, key_of, o):
+        out = options_for(p, key_of, o)
+        stopping = [rec for rec in r.store
+                    if rec.status in (Status.RAY_STOP_REQUESTED, Status.RAY_STOPPING)]
+        idle = sum(rec.termination_cause == Cause.IDLE for rec in stopping)
+        seen.append((out.consolidate_disrupting, len(stopping) - idle, idle))
+        return out
+    memory.options_for = record
+    m = r.run().metrics
+    assert seen and all(a == b for a, b, _ in seen), [s for s in seen if s[0] != s[1]]
+    assert sum(1 for a, _, idle in seen if idle and a < BUDGET) > 0
+    assert m["consolidations"] > BUDGET
+    assert 0 < m["disrupted_max_concurrent"] <= BUDGET
+    assert max(r.metrics.disruption.series) <= BUDGET
