@@ -12,7 +12,8 @@ node. On a tick with nothing pending (no demand, no placement group, no
   below ``min_worker_nodes``) with some work on them, at most ``consolidate`` of
   their GPUs in use, hosting no placement-group bundle (no private resources, no
   ``_PG_`` label) and holding no per-node implicit slot; least-used first, then
-  by index;
+  by index (or in the order a caller gives, ``consolidate_order``, e.g. a memory of
+  how long each node's work has run);
 - **room**: a victim goes only if the resources its work holds (total minus
   available, every column) fit in the free room of one other running node that
   is not a victim, taken first-fit by index and then reserved. One node holding
@@ -107,6 +108,11 @@ def consolidate(st: State, opts: EfficientOptions) -> int:
     if cand.size == 0:
         return 0
     order = cand[np.lexsort((cand, share[cand], ~gpu_node[cand]))]
+    if opts.consolidate_order is not None:
+        order = np.asarray([n for n in dict.fromkeys(opts.consolidate_order)
+                            if n < N and victim[n]], np.int64)
+        victim = np.zeros(N, bool)
+        victim[order] = True               # the nodes left out may host the work
     taken = _delete(st, opts, order, used, real, running & ~victim, room) if room > 0 else 0
     if taken or room <= 0 or not opts.consolidate_replace or not nothing_on_its_way(st, p):
         return 0

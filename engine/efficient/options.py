@@ -77,6 +77,9 @@ class EfficientOptions:
     ``EngineScheduler``; None: not known): how many nodes are being disrupted, drained
     or stopped for a cause other than idleness; the disruption budgets count these
     instead of every draining or stopping node (``disruption.py``).
+    ``consolidate_order`` (set per tick by a caller that ranks the victims itself; None:
+    least used first): node indices in the order they may be victims; a node not in
+    it is not one. Every other rule (use, room, budget, opt-outs, windows) still holds.
 
     ``gang_pass_work``: how many unit placements the heuristic passes over the
     placement groups may make in all (``gang_place.py``): each pass places every
@@ -144,6 +147,7 @@ class EfficientOptions:
     consolidate_windows: tuple = ()
     consolidate_replace: bool = False
     consolidate_disrupting: Optional[int] = None
+    consolidate_order: Optional[tuple] = None
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -233,6 +237,11 @@ def _check_consolidation_safety(o: EfficientOptions) -> None:
     if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
         raise ValueError(f"options.consolidate_disrupting: must be None or an integer >= 0, "
                          f"got {v!r}")
+    v = o.consolidate_order
+    if v is not None and (not isinstance(v, tuple) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v)):
+        raise ValueError(f"options.consolidate_order: must be None or a tuple of node "
+                         f"indices, got {v!r}")
     types = o.consolidate_opt_out_types
     if isinstance(types, str) or not all(isinstance(t, str) for t in types):
         raise ValueError(f"options.consolidate_opt_out_types: must be a tuple of type "
