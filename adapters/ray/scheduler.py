@@ -51,7 +51,6 @@ class EngineScheduler(ResourceDemandScheduler):
         self._options = options
         self._stability = _stability_window() if mode == "efficient" else None
         self._drains = _drain_memory() if mode == "efficient" else None
-        self._work_age = _work_age() if mode == "efficient" else None
         self.last_plan = None
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         # Ray's scheduler calls time.time_ns / time.monotonic through its module's
@@ -133,23 +132,9 @@ class EngineScheduler(ResourceDemandScheduler):
         if self._options is None:
             return None
         p = decoded.problem
-        keys = _Once(lambda: _node_keys(decoded))
-        now = self._monotonic()
-        opts = self._stability.options_for(p, keys, self._options, now, self._now_ns())
-        opts = self._work_age.options_for(p, keys, opts, now)
+        opts = self._stability.options_for(p, lambda: _node_keys(decoded), self._options,
+                                           self._monotonic(), self._now_ns())
         return self._drains.options_for(p, lambda i: _instance_key(decoded, i), opts)
-
-
-class _Once:
-    """A function's result, computed on the first call only."""
-
-    def __init__(self, fn):
-        self.fn, self.value = fn, None
-
-    def __call__(self):
-        if self.value is None:
-            self.value = self.fn()
-        return self.value
 
 
 def _instance_key(decoded, i: int) -> str:
@@ -175,11 +160,3 @@ def _drain_memory():
     budgets (efficient mode only)."""
     from vecsched.engine.efficient.drain_memory import DrainMemory
     return DrainMemory()
-
-
-
-def _work_age():
-    """The busy periods of the nodes, kept across ticks for the victim ranking
-    (efficient mode only)."""
-    from vecsched.engine.efficient.work_age import WorkAge
-    return WorkAge()

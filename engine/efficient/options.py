@@ -80,9 +80,6 @@ class EfficientOptions:
     ``consolidate_order`` (set per tick by a caller that ranks the victims itself; None:
     least used first): node indices in the order they may be victims; a node not in
     it is not one. Every other rule (use, room, budget, opt-outs, windows) still holds.
-    ``consolidate_rank`` (``"least-used"``, the default; ``"youngest"`` / ``"oldest"``:
-    the shortest / longest busy period first, kept across ticks by ``EngineScheduler``,
-    ``work_age.py``; a caller of ``schedule`` alone gets least used first).
 
     ``gang_pass_work``: how many unit placements the heuristic passes over the
     placement groups may make in all (``gang_place.py``): each pass places every
@@ -151,7 +148,6 @@ class EfficientOptions:
     consolidate_replace: bool = False
     consolidate_disrupting: Optional[int] = None
     consolidate_order: Optional[tuple] = None
-    consolidate_rank: str = "least-used"
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -246,9 +242,6 @@ def _check_consolidation_safety(o: EfficientOptions) -> None:
             isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v)):
         raise ValueError(f"options.consolidate_order: must be None or a tuple of node "
                          f"indices, got {v!r}")
-    if o.consolidate_rank not in ("least-used", "youngest", "oldest"):
-        raise ValueError(f"options.consolidate_rank: must be 'least-used', 'youngest' or "
-                         f"'oldest', got {o.consolidate_rank!r}")
     types = o.consolidate_opt_out_types
     if isinstance(types, str) or not all(isinstance(t, str) for t in types):
         raise ValueError(f"options.consolidate_opt_out_types: must be a tuple of type "
