@@ -5,6 +5,7 @@ window 300 s), the old consolidation (stop at once, no budget: ``kill``) and oth
 settings (``VARIANTS``).
 
     python bench/consolidation_sweep.py --seeds 0 1 2 3 --out consolidation.json
+    python bench/consolidation_sweep.py --workload services --schedulers ray quiet120
 
 Prints one JSON line per (seed, scheduler) and writes them all to ``--out``.
 """
@@ -30,6 +31,14 @@ VARIANTS = {
                               consolidate_per_tick=3),
     "drain-60s-after300": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_after_s=300.0),
     "drain-60s-after600": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_after_s=600.0),
+    "quiet120": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_quiet_s=120.0),
+    "quiet120-after300": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_after_s=300.0,
+                              consolidate_quiet_s=120.0),
+    "quiet120-after120": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_after_s=120.0,
+                              consolidate_quiet_s=120.0),
+    "quiet300": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_quiet_s=300.0),
+    "quiet120-budget2": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_quiet_s=120.0,
+                             consolidate_budget=2, consolidate_per_tick=2),
     "replace-after300": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_after_s=300.0,
                              consolidate_replace=True),
     "replace-budget3": dict(consolidate=0.25, drain_deadline_s=60.0, consolidate_budget=3,
@@ -55,17 +64,21 @@ def main() -> None:
     ap.add_argument("--groups", default=None,
                     help="worker groups: a bundled set (openb_nodes, pai2020_nodes, "
                          "spot2026_nodes) or a Parquet path; default: the trace's own")
+    ap.add_argument("--workload", default="openb",
+                    help="a plain workload of the suite (bench/suite.py: openb, cpu250, "
+                         "gpushare100, gpuspec33, services), no gangs")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     from vecsched.adapters.sim.replay import Replay, ReplayConfig, load
-    from vecsched.adapters.sim.replay.simulation import DEFAULT_WINDOW
-    trace = load(None, a.groups, DEFAULT_WINDOW)
+    from suite import WORKLOADS
+    w = {x.name: x for x in WORKLOADS}[a.workload]
+    trace = load(w.trace, a.groups, w.window)
     rows = []
     for seed in a.seeds:
         for name in a.schedulers:
             t = time.perf_counter()
             m = Replay(trace, scheduler(name), ReplayConfig(seed=seed)).run().metrics
-            row = {"seed": seed, "groups": a.groups, "scheduler": name, "wall_s": time.perf_counter() - t,
+            row = {"seed": seed, "workload": a.workload, "groups": a.groups, "scheduler": name, "wall_s": time.perf_counter() - t,
                    "launches": m["instances"]["launched"], **{k: m[k] for k in KEYS}}
             rows.append(row)
             print(json.dumps(row), flush=True)

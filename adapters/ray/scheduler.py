@@ -51,6 +51,7 @@ class EngineScheduler(ResourceDemandScheduler):
         self._options = options
         self._stability = _stability_window() if mode == "efficient" else None
         self._drains = _drain_memory() if mode == "efficient" else None
+        self._quiet = _quiet_window() if mode == "efficient" else None
         self.last_plan = None
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         # Ray's scheduler calls time.time_ns / time.monotonic through its module's
@@ -132,9 +133,23 @@ class EngineScheduler(ResourceDemandScheduler):
         if self._options is None:
             return None
         p = decoded.problem
-        opts = self._stability.options_for(p, lambda: _node_keys(decoded), self._options,
-                                           self._monotonic(), self._now_ns())
-        return self._drains.options_for(p, lambda i: _instance_key(decoded, i), opts)
+        keys = _Once(lambda: _node_keys(decoded))
+        now = self._monotonic()
+        opts = self._stability.options_for(p, keys, self._options, now, self._now_ns())
+        opts = self._drains.options_for(p, lambda i: _instance_key(decoded, i), opts)
+        return self._quiet.options_for(p, keys, opts, now, restarted=self._drains.ended > 0)
+
+
+class _Once:
+    """A function's result, computed on the first call only."""
+
+    def __init__(self, fn):
+        self.fn, self.value = fn, None
+
+    def __call__(self):
+        if self.value is None:
+            self.value = self.fn()
+        return self.value
 
 
 def _instance_key(decoded, i: int) -> str:
@@ -160,3 +175,10 @@ def _drain_memory():
     budgets (efficient mode only)."""
     from vecsched.engine.efficient.drain_memory import DrainMemory
     return DrainMemory()
+
+
+
+def _quiet_window():
+    """Consolidation's cluster-wide quiet window, kept across ticks (efficient mode only)."""
+    from vecsched.engine.efficient.quiet import QuietWindow
+    return QuietWindow()

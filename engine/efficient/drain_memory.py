@@ -14,7 +14,9 @@ drain-node``, or one sent before this memory began: a restarted autoscaler count
 drain it did not see start, as the request alone would).
 
 An instance is forgotten once it is no longer stopping (gone from the request, or back
-to RAY_RUNNING after a rejected drain). Deterministic: no clock is needed.
+to RAY_RUNNING after a rejected drain); ``ended`` counts the disruptions forgotten on
+the last tick (what still ran on them restarts elsewhere: the quiet window,
+``quiet.py``, does not take that for new demand). Deterministic: no clock is needed.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ class DrainMemory:
 
     def __init__(self):
         self.cause: dict[str, int] = {}
+        self.ended = 0          # disruptions of the engine's that ended since the last tick
 
     def options_for(self, p, key_of, opts: EfficientOptions) -> EfficientOptions:
         """``opts`` with ``consolidate_disrupting`` set: the stopping instances of ``p``
@@ -40,9 +43,12 @@ class DrainMemory:
         nothing is remembered."""
         if not _budgets_on(opts):
             self.cause.clear()
+            self.ended = 0
             return opts
         keys = [key_of(i) for i in stopping_instances(p)]
-        self.cause = {k: self.cause[k] for k in keys if k in self.cause}
+        kept = {k: self.cause[k] for k in keys if k in self.cause}
+        self.ended = sum(1 for k, c in self.cause.items() if k not in kept and c != Cause.IDLE)
+        self.cause = kept
         n = sum(1 for k in keys if self.cause.get(k) != Cause.IDLE)
         return dataclasses.replace(opts, consolidate_disrupting=n)
 

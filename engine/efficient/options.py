@@ -80,6 +80,9 @@ class EfficientOptions:
     ``consolidate_order`` (set per tick by a caller that ranks the victims itself; None:
     least used first): node indices in the order they may be victims; a node not in
     it is not one. Every other rule (use, room, budget, opt-outs, windows) still holds.
+    ``consolidate_quiet_s`` (0: off): nothing is consolidated until the cluster has had
+    nothing pending and no node's use risen for this long (``quiet.py``; kept across
+    ticks by ``EngineScheduler``; a caller of ``schedule`` alone gets no quiet window).
 
     ``gang_pass_work``: how many unit placements the heuristic passes over the
     placement groups may make in all (``gang_place.py``): each pass places every
@@ -148,6 +151,7 @@ class EfficientOptions:
     consolidate_replace: bool = False
     consolidate_disrupting: Optional[int] = None
     consolidate_order: Optional[tuple] = None
+    consolidate_quiet_s: float = 0.0
 
     def __post_init__(self):
         for name, lo, hi in (("gpu_weight", 0.0, math.inf), ("fill_credit", 0.0, 1.0),
@@ -242,6 +246,10 @@ def _check_consolidation_safety(o: EfficientOptions) -> None:
             isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in v)):
         raise ValueError(f"options.consolidate_order: must be None or a tuple of node "
                          f"indices, got {v!r}")
+    v = o.consolidate_quiet_s
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"options.consolidate_quiet_s: must be a finite number >= 0, "
+                         f"got {v!r}")
     types = o.consolidate_opt_out_types
     if isinstance(types, str) or not all(isinstance(t, str) for t in types):
         raise ValueError(f"options.consolidate_opt_out_types: must be a tuple of type "

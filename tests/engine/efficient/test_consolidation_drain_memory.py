@@ -53,7 +53,7 @@ def test_an_idle_stop_holds_no_budget_a_consolidation_drain_does():
     nodes = [_node(7.0, 0, Status.RAY_STOPPING), _node(4.0, 1),
              _node(8.0, 2, Status.RAY_STOP_REQUESTED), _node(7.0, 3)]
     opts, terms = t.tick(nodes, ["a", "b", "z", "c"])
-    assert opts.consolidate_disrupting == 1 and terms == []
+    assert opts.consolidate_disrupting == 1 and terms == [] and t.memory.ended == 0
     # without the memory both count (the request alone does not say why)
     p = build_problem(TYPES, nodes, [], idle_timeout_s=60.0)
     assert draining(p) == 2
@@ -62,6 +62,7 @@ def test_an_idle_stop_holds_no_budget_a_consolidation_drain_does():
     opts, terms = t.tick(nodes, ["b", "z", "c"])
     assert opts.consolidate_disrupting == 0 and terms == [("c", "CONSOLIDATE")]
     assert t.memory.cause.keys() == {"z", "c"}
+    assert t.memory.ended == 1                 # a's drain ended (z's idle stop does not count)
 
 
 def test_drains_of_unknown_cause_count():

@@ -131,3 +131,23 @@ def test_the_budget_counts_the_engines_own_disruptions_not_idle_stops():
     assert m["consolidations"] > BUDGET
     assert 0 < m["disrupted_max_concurrent"] <= BUDGET
     assert max(r.metrics.disruption.series) <= BUDGET
+
+
+def test_the_quiet_window_keeps_consolidation_away_from_pending_demand():
+    """With ``consolidate_quiet_s`` (through EngineScheduler's memory), every
+    consolidation comes at least that long after the last tick with pending demand."""
+    from vecsched.adapters.sim.replay import Replay, ReplayConfig, Window, load
+    from vecsched.adapters.sim.replay.efficient import EfficientSched
+    from vecsched.engine.efficient import EfficientOptions
+    quiet = 120.0
+    trace = load(None, None, Window(start=None, pods=400, arrival_scale=200.0))
+    opts = EfficientOptions(consolidate=0.5, drain_deadline_s=DEADLINE_S,
+                            consolidate_quiet_s=quiet)
+    r = Replay(trace, EfficientSched(options=opts, name="quiet"), ReplayConfig(tail_s=600))
+    res = r.run()
+    moves = [t for t, _ in r.metrics.disruption.consolidated]
+    pending_at = [t for t, n in zip(res.series["t_s"], res.series["pending"]) if n > 0]
+    assert moves and pending_at
+    for t in moves:
+        last = max((x for x in pending_at if x <= t), default=float("-inf"))
+        assert t - last >= quiet, (t, last)
