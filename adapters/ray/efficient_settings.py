@@ -5,7 +5,8 @@ come from the autoscaler process's environment: ``VECSCHED_EFFICIENT_OPTIONS`` h
 JSON object, either inline (the value starts with ``{``) or in a file (any other value
 is read as the file's path). Its keys are the fields of
 ``vecsched.engine.efficient.EfficientOptions`` that a deployment sets (every field but
-``clock`` and ``consolidate_hold``, which the scheduler supplies); JSON lists become the
+``clock``, ``consolidate_hold``, ``consolidate_disrupting`` and ``consolidate_order``,
+which the scheduler supplies per tick); JSON lists become the
 tuples the options expect, e.g.::
 
     VECSCHED_MODE=efficient
@@ -32,7 +33,7 @@ from .checks import ENV_MODE, InstallError
 ENV_OPTIONS = "VECSCHED_EFFICIENT_OPTIONS"
 
 # Supplied by the scheduler, never by a deployment.
-_INTERNAL = ("clock", "consolidate_hold")
+_INTERNAL = ("clock", "consolidate_hold", "consolidate_disrupting", "consolidate_order")
 
 
 def settable_fields() -> tuple:

@@ -118,3 +118,4 @@ def test_the_outdated_budget_counts_the_memory_too():
 def test_bad_disrupting_names_the_field(bad):
     with pytest.raises(ValueError, match="options.consolidate_disrupting:"):
         EfficientOptions(consolidate_disrupting=bad)
+
