@@ -2,7 +2,8 @@
 window), per seed, with Ray's scheduler, the FFD baseline, the efficient mode without
 consolidation, ``efficient-consolidate`` (drain, deadline 60 s, budget 1, stability
 window 300 s), the old consolidation (stop at once, no budget: ``kill``) and other
-settings (``VARIANTS``).
+settings (``VARIANTS``: deadlines, budgets, windows, the cluster quiet window
+``quiet*``, replace moves); ``--workload`` replays another plain workload of the suite.
 
     python bench/consolidation_sweep.py --seeds 0 1 2 3 --out consolidation.json
     python bench/consolidation_sweep.py --workload services --schedulers ray quiet120
@@ -78,7 +79,8 @@ def main() -> None:
         for name in a.schedulers:
             t = time.perf_counter()
             m = Replay(trace, scheduler(name), ReplayConfig(seed=seed)).run().metrics
-            row = {"seed": seed, "workload": a.workload, "groups": a.groups, "scheduler": name, "wall_s": time.perf_counter() - t,
+            row = {"seed": seed, "workload": a.workload, "groups": a.groups, "scheduler": name,
+                   "wall_s": time.perf_counter() - t,
                    "launches": m["instances"]["launched"], **{k: m[k] for k in KEYS}}
             rows.append(row)
             print(json.dumps(row), flush=True)

@@ -107,7 +107,8 @@ def stopping_instances(p) -> list:
     or stopped: the RAY_STOPPING ones the model skipped, then the RAY_STOP_REQUESTED
     nodes."""
     out = [int(i) for i, why in p.skipped if why.startswith(_STOPPING_SKIPPED)]
-    out += [int(p.node_source[n]) for n in np.flatnonzero(p.node_status == Status.RAY_STOP_REQUESTED)]
+    requested = np.flatnonzero(p.node_status == Status.RAY_STOP_REQUESTED)
+    out += [int(p.node_source[n]) for n in requested]
     return out
 
 

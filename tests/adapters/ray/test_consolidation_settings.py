@@ -9,7 +9,8 @@ pytest.importorskip("ray.autoscaler.v2.scheduler", reason="the installer needs r
 
 
 def test_a_deployment_cannot_set_what_the_scheduler_supplies():
-    from vecsched.adapters.ray.efficient_settings import InstallError, efficient_options, settable_fields
+    from vecsched.adapters.ray.efficient_settings import (InstallError, efficient_options,
+                                                          settable_fields)
     for name in ("consolidate_disrupting", "consolidate_order", "consolidate_hold"):
         assert name not in settable_fields()
         with pytest.raises(InstallError, match=name):
