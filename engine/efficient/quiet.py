@@ -12,8 +12,9 @@ node appearing with work on it). :class:`QuietWindow` remembers each node's use 
 resource name (keyed by instance id) and since when neither signal was seen; while
 that is shorter than the window, every node is held back (``consolidate_hold``). On a
 tick where one of the engine's own drains ended (``drain_memory.py``), a rise is taken
-for its work restarting and does not end the quiet. Time is the caller's monotonic
-clock, injected.
+for its work restarting and does not end the quiet. What it cannot see: a pod that
+ends and another as large that starts on the same node between two ticks leave the
+node's use unchanged. Time is the caller's monotonic clock, injected.
 """
 from __future__ import annotations
 
