@@ -108,9 +108,12 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     best = None
     seen = set()
     work, ran = 0, 0
+    orders: dict = {}
     for v in PASS_PRIORITY:
         how, largest, tight = PASSES[v]
-        order = gang_order(p, costs, largest)
+        if largest not in orders:
+            orders[largest] = gang_order(p, costs, largest)
+        order = orders[largest]
         if (how, tuple(order), tight) in seen:
             continue            # runs as an earlier pass did: would tie and lose on v
         if ran >= ALWAYS and work + nb > opts.gang_pass_work:
@@ -184,7 +187,8 @@ def _pass(st, costs, opts, batches, order, how: str, tight: bool):
     are tried and the cheapest kept (launch price, then launches, then variant);
     a variant that would run exactly as an earlier one (same item order, same
     credit) is not run, and none is tried after one that launches nothing (no later
-    one can beat it). Trials are undone by ``_Undo``, not by full snapshots."""
+    one can beat it). A trial is undone by restoring a State snapshot (a position in
+    its journal of changed rows, not a copy of the arrays)."""
     p = st.p
     if how == "joint":
         return _joint(st, costs, opts, batches, order, tight)
@@ -192,32 +196,29 @@ def _pass(st, costs, opts, batches, order, how: str, tight: bool):
     place: list = []
     keep = opts.keep_gpu_for_gpu
     variants = ((True, opts.fill_credit), (True, 0.0), (False, 0.0))
-    log = _Undo(st)
     for g in order:
         rows, qty, want, _ = batches[g]
         best, kept = None, None
         todo = _distinct(variants, costs, qty)
         for j, v in enumerate(todo):
             sort, credit = variants[v]
-            out: list = []
-            got = _one(st, costs, rows, qty, want, sort, credit, keep, tight, out)
+            snap = st.snapshot()
+            got = _one(st, costs, rows, qty, want, sort, credit, keep, tight, [])
             if got is not None:
-                key = (log.price(costs), log.launches(), v)
+                key = (_price(st, costs, snap), len(st.new_types) - len(snap[5]), v)
                 if best is None or key < best[0]:
                     best = (key, v)
                     if j == len(todo) - 1 or key[:2] == (0.0, 0):
-                        kept = (got, out)
+                        kept = got
                         break
-            log.rollback(out)
+            st.restore(snap)
         if best is None:
             bad[g] = True
             continue
         if kept is None:
             sort, credit = variants[best[1]]
-            out = []
-            kept = (_one(st, costs, rows, qty, want, sort, credit, keep, tight, out), out)
-        log.commit(kept[1])
-        for slot, i, n in kept[0]:
+            kept = _one(st, costs, rows, qty, want, sort, credit, keep, tight, [])
+        for slot, i, n in kept:
             place.append((g, i, slot, n, int(st.type[slot])))
     return bad, place
 
@@ -232,61 +233,6 @@ def _distinct(variants, costs: Costs, qty) -> list[int]:
             seen.add(sig)
             out.append(v)
     return out
-
-
-class _Undo:
-    """Undoing trial packings on a State without copying it whole (a full snapshot
-    per trial was most of a 10k-node tick). ``base`` holds the rows of ``free``,
-    ``label`` and ``received`` as of the last ``commit``; a trial changes only the
-    rows ``place_batch`` reports in its ``out`` (its units go nowhere else; source 0
-    leaves ``cfree`` alone) and launches rows past ``M``, so ``rollback(out)`` copies
-    those rows back and forgets the launches. ``commit(out)`` makes the trial's
-    rows the new base."""
-
-    def __init__(self, st: State):
-        self.st = st
-        self.base = [st.free[:st.M].copy(), st.label[:st.M].copy(), st.received[:st.M].copy()]
-        self._mark()
-
-    def _mark(self) -> None:
-        st = self.st
-        self.M, self.n_new = st.M, len(st.new_types)
-        self.room, self.glob = st.type_room.copy(), st.global_room
-
-    def price(self, costs: Costs) -> float:
-        """The price of the nodes launched since the last commit."""
-        return float(sum(costs.price[t] for t in self.st.new_types[self.n_new:]))
-
-    def launches(self) -> int:
-        return len(self.st.new_types) - self.n_new
-
-    def _rows(self, out) -> np.ndarray:
-        rows = np.fromiter((m for m, _, _ in out), np.int64, len(out))
-        return np.unique(rows[rows < self.M])
-
-    def rollback(self, out) -> None:
-        st = self.st
-        rows = self._rows(out)
-        for arr, base in zip((st.free, st.label, st.received), self.base):
-            arr[rows] = base[rows]
-        st.alive[self.M:st.M] = False
-        st.M = self.M
-        del st.new_types[self.n_new:]
-        st.type_room = self.room.copy()
-        st.global_room = self.glob
-
-    def commit(self, out) -> None:
-        st = self.st
-        rows = self._rows(out)
-        if st.M > len(self.base[0]):        # launches: grow the base (doubling)
-            size = max(st.M, 2 * len(self.base[0]))
-            self.base = [np.concatenate([b, np.zeros((size - len(b),) + b.shape[1:], b.dtype)])
-                         for b in self.base]
-        new = np.arange(self.M, st.M)
-        for j, arr in enumerate((st.free, st.label, st.received)):
-            self.base[j][rows] = arr[rows]
-            self.base[j][new] = arr[new]
-        self._mark()
 
 
 def _joint(st, costs, opts, batches, order, tight: bool):
@@ -321,7 +267,7 @@ def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, 
          out: list):
     """One packing of a gang; its placements (slot, item, units), or None. ``out``
     receives place_batch's own rows (slot, position in the packing order, units),
-    placed or not (``_Undo``)."""
+    placed or not."""
     order = np.argsort(-costs.size(qty), kind="stable") if sort else np.arange(len(rows))
     r, q, w = rows[order], qty[order], want[order]
     left = place_batch(st, costs, r, q, w, 0, keep_gpu, credit, out, tight=tight)

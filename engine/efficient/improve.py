@@ -47,6 +47,9 @@ class Packing:
         p = st.p
         self.st, self.p, self.batches = st, p, batches
         alive = np.flatnonzero(st.alive[:st.M])
+        alive = alive[_may_take(st.free[alive], batches)
+                      | np.isin(alive, [slot for _, _, slot, _, _ in place
+                                        if not isinstance(slot, tuple)])]
         key = alive.tolist()
         new_t = []
         row_of = {k: s for s, k in enumerate(key)}
@@ -112,6 +115,25 @@ class Packing:
     def placements(self) -> list:
         return [(g, i, self.key[s], n, int(self.type[s])) for s, items in self.content.items()
                 for g, i, n in items if n > 0]
+
+
+def _may_take(free: np.ndarray, batches) -> np.ndarray:
+    """(n,) bool: which rows of ``free`` (n, R) have room for one unit of some
+    item of the batches, by the moves' own test (``eff_empty``: every positive
+    column's free-to-bundle ratio, times SLACK, at least 1). Existing nodes only
+    take units here, so one without room for any item never takes part in a move:
+    leaving it out of the packing changes no move (the scans keep their order)
+    and spares copying every node's labels (a 10k-node tick has a few hundred
+    with room)."""
+    qty = np.unique(np.concatenate([b[1] for b in batches]), axis=0) if batches else \
+        np.zeros((0, free.shape[1]))
+    out = np.zeros(len(free), bool)
+    for q in qty:
+        pos = q > 0
+        if not pos.any():
+            return np.ones(len(free), bool)
+        out |= (free[:, pos] / q[pos]).min(axis=1) * SLACK >= 1.0
+    return out
 
 
 def _key(row_of: dict, slot):
