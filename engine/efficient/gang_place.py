@@ -49,7 +49,7 @@ from .budget import CPSAT_STEP_SHARE, Allowance, model_cells
 from .gang_bound import bound_met
 from .improve import improve
 from .lns import commit_keys, hint_of, improve_lns
-from .place import place_batch
+from .place import place_batch, prime_type_ok
 from .state import State
 
 
@@ -104,6 +104,8 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     if not p.G:
         return np.zeros(0, bool), [], np.zeros((0, 3), np.int64)
     batches = [gang_batch(p, g) for g in range(p.G)]
+    prime_type_ok(st, np.concatenate([b[0] for b in batches]),
+                  np.concatenate([b[1] for b in batches]))
     nb = int(sum(b[2].sum() for b in batches))
     best = None
     seen = set()

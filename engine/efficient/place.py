@@ -34,7 +34,7 @@ import numpy as np
 from vecsched.engine.kernels.effp_existing import _fill_row, _walk_order
 from vecsched.engine.kernels.effp_choose import _choose_launches
 from vecsched.engine.kernels.effp_fill import _dot_fill
-from vecsched.engine.model.fits import anti_mask, fit_count, selector_mask
+from vecsched.engine.model.fits import FIT_SLACK, anti_mask, fit_count, selector_mask
 from .cost import Costs
 from .state import State
 
@@ -138,7 +138,8 @@ def allowed_types(st: State, costs: Costs, rows, qty, keep_gpu: bool) -> np.ndar
 def _type_ok(st: State, r: int, q: np.ndarray) -> np.ndarray:
     """(T,) bool: a fresh node of each type may take a unit of bundle q with
     request row r's selectors and anti-affinity (type labels and capacities do
-    not change in a tick: kept per (row, bundle) in ``st.type_ok``)."""
+    not change in a tick: kept per (row, bundle) in ``st.type_ok``, which
+    ``prime_type_ok`` fills for many rows at once)."""
     key = (r, q.tobytes())
     got = st.type_ok.get(key)
     if got is None:
@@ -146,6 +147,32 @@ def _type_ok(st: State, r: int, q: np.ndarray) -> np.ndarray:
         got = st.type_ok[key] = p.type_configured & (fit_count(p.type_free, q) > 0) \
             & selector_mask(p, r, p.type_label) & anti_mask(p, r, p.type_label)
     return got
+
+
+def prime_type_ok(st: State, rows: np.ndarray, qty: np.ndarray) -> None:
+    """``_type_ok`` of every (request row, bundle) pair of ``rows`` (n,) and ``qty``
+    (n, R), computed in a few array operations (the same arithmetic, row by row, as
+    ``fit_count``, ``selector_mask`` and ``anti_mask``) and kept in ``st.type_ok``."""
+    p = st.p
+    qty = np.ascontiguousarray(qty, np.float64)
+    if not len(rows):
+        return
+    tf = np.asarray(p.type_free, np.float64)
+    pos = qty > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(pos[:, None, :], tf[None, :, :] / np.where(pos, qty, 1.0)[:, None, :],
+                         np.inf).min(axis=2)
+        fits = np.floor(ratio * (1.0 + FIT_SLACK)) >= 1
+    ok = fits & p.type_configured[None, :]
+    key, val = p.req.anti[rows, 0].astype(np.int64), p.req.anti[rows, 1]
+    L = p.type_label.shape[1]
+    has = (key >= 0) & (key < L)
+    if has.any():
+        ok[has] &= p.type_label[:, key[has]].T != val[has, None]
+    for j in np.flatnonzero(p.req.sel_ptr[rows + 1] > p.req.sel_ptr[rows]).tolist():
+        ok[j] &= selector_mask(p, int(rows[j]), p.type_label)
+    for j in range(len(rows)):
+        st.type_ok.setdefault((int(rows[j]), qty[j].tobytes()), ok[j])
 
 
 def launch_room(st: State) -> np.ndarray:
