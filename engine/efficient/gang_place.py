@@ -111,6 +111,7 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     seen = set()
     work, ran = 0, 0
     orders: dict = {}
+    prep = _prepare(batches, costs, opts)
     for v in PASS_PRIORITY:
         how, largest, tight = PASSES[v]
         if largest not in orders:
@@ -124,10 +125,13 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
         seen.add((how, tuple(order), tight))
         work, ran = work + nb, ran + 1
         snap = st.snapshot()
-        bad, place = _pass(st, costs, opts, batches, order, how, tight)
+        bad, place = _pass(st, costs, opts, batches, order, how, tight, prep)
         st.restore(snap)
+        unplaced = _unplaced(p, bad)
+        if best is not None and unplaced > best[0][0]:
+            continue            # improve keeps what is unplaced: this pass cannot win
         place = improve(st, costs, batches, place)
-        key = (_unplaced(p, bad), _placed_price(costs, place), v)
+        key = (unplaced, _placed_price(costs, place), v)
         if best is None or key < best[0]:
             best = (key, v, order, bad, place)
     _, v, order, bad, place = best
@@ -183,7 +187,24 @@ def _rows(place: list, batches) -> np.ndarray:
     return np.asarray(sorted(out), np.int64).reshape(-1, 3)
 
 
-def _pass(st, costs, opts, batches, order, how: str, tight: bool):
+def _variants(opts: EfficientOptions) -> tuple:
+    """The packing variants of a gang in the myopic passes: (items largest first,
+    fill credit)."""
+    return ((True, opts.fill_credit), (True, 0.0), (False, 0.0))
+
+
+def _prepare(batches, costs: Costs, opts: EfficientOptions) -> list:
+    """Per gang, what every myopic pass needs and no pass changes: its items
+    largest first (stable) and the variants that run differently (``_distinct``)."""
+    variants = _variants(opts)
+    out = []
+    for rows, qty, _, _ in batches:
+        order = np.argsort(-costs.size(qty), kind="stable")
+        out.append((order, _distinct(variants, costs, qty, order)))
+    return out
+
+
+def _pass(st, costs, opts, batches, order, how: str, tight: bool, prep: list | None = None):
     """One pass over the gangs (module docstring); returns ((G,) bool infeasible,
     placements (gang, item, slot, units, slot type)). Per gang the packing variants
     are tried and the cheapest kept (launch price, then launches, then variant);
@@ -197,15 +218,16 @@ def _pass(st, costs, opts, batches, order, how: str, tight: bool):
     bad = np.zeros(p.G, bool)
     place: list = []
     keep = opts.keep_gpu_for_gpu
-    variants = ((True, opts.fill_credit), (True, 0.0), (False, 0.0))
+    variants = _variants(opts)
+    prep = prep if prep is not None else _prepare(batches, costs, opts)
     for g in order:
         rows, qty, want, _ = batches[g]
+        largest, todo = prep[g]
         best, kept = None, None
-        todo = _distinct(variants, costs, qty)
         for j, v in enumerate(todo):
             sort, credit = variants[v]
             snap = st.snapshot()
-            got = _one(st, costs, rows, qty, want, sort, credit, keep, tight, [])
+            got = _one(st, costs, rows, qty, want, sort, credit, keep, tight, [], largest)
             if got is not None:
                 key = (_price(st, costs, snap), len(st.new_types) - len(snap[5]), v)
                 if best is None or key < best[0]:
@@ -219,15 +241,18 @@ def _pass(st, costs, opts, batches, order, how: str, tight: bool):
             continue
         if kept is None:
             sort, credit = variants[best[1]]
-            kept = _one(st, costs, rows, qty, want, sort, credit, keep, tight, [])
+            kept = _one(st, costs, rows, qty, want, sort, credit, keep, tight, [], largest)
         for slot, i, n in kept:
             place.append((g, i, slot, n, int(st.type[slot])))
     return bad, place
 
 
-def _distinct(variants, costs: Costs, qty) -> list[int]:
-    """The variants that run differently: (item order, credit) not seen before."""
-    sorted_order = tuple(np.argsort(-costs.size(qty), kind="stable").tolist())
+def _distinct(variants, costs: Costs, qty, largest=None) -> list[int]:
+    """The variants that run differently: (item order, credit) not seen before.
+    ``largest``: the items largest first, when the caller has it."""
+    if largest is None:
+        largest = np.argsort(-costs.size(qty), kind="stable")
+    sorted_order = tuple(largest.tolist())
     seen, out = set(), []
     for v, (sort, credit) in enumerate(variants):
         sig = (sorted_order if sort else tuple(range(len(qty))), credit)
@@ -266,11 +291,14 @@ def _joint(st, costs, opts, batches, order, tight: bool):
 
 
 def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, tight: bool,
-         out: list):
+         out: list, largest=None):
     """One packing of a gang; its placements (slot, item, units), or None. ``out``
     receives place_batch's own rows (slot, position in the packing order, units),
-    placed or not."""
-    order = np.argsort(-costs.size(qty), kind="stable") if sort else np.arange(len(rows))
+    placed or not. ``largest``: the items largest first, when the caller has it."""
+    if sort:
+        order = largest if largest is not None else np.argsort(-costs.size(qty), kind="stable")
+    else:
+        order = np.arange(len(rows))
     r, q, w = rows[order], qty[order], want[order]
     left = place_batch(st, costs, r, q, w, 0, keep_gpu, credit, out, tight=tight)
     if left.any():
