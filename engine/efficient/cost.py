@@ -39,6 +39,9 @@ class Costs:
         gpu_node = (p.node_total[:, g] > 0) if g >= 0 else np.zeros(p.N, bool)
         self.running = {True: used[run & gpu_node].sum(axis=0),
                         False: used[run & ~gpu_node].sum(axis=0)}
+        self.running_by_kind = np.ascontiguousarray([self.running[False], self.running[True]],
+                                                    np.float64)
+        self.type_free = np.ascontiguousarray(p.type_free, np.float64)
 
     def size(self, qty: np.ndarray) -> np.ndarray:
         """(S,) normalised size of each row of ``qty`` (S, R)."""

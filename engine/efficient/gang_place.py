@@ -49,7 +49,7 @@ from .budget import CPSAT_STEP_SHARE, Allowance, model_cells
 from .gang_bound import bound_met
 from .improve import improve
 from .lns import commit_keys, hint_of, improve_lns
-from .place import place_batch
+from .place import place_batch, prime_type_ok
 from .state import State
 
 
@@ -104,13 +104,19 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     if not p.G:
         return np.zeros(0, bool), [], np.zeros((0, 3), np.int64)
     batches = [gang_batch(p, g) for g in range(p.G)]
+    prime_type_ok(st, np.concatenate([b[0] for b in batches]),
+                  np.concatenate([b[1] for b in batches]))
     nb = int(sum(b[2].sum() for b in batches))
     best = None
     seen = set()
     work, ran = 0, 0
+    orders: dict = {}
+    prep = _prepare(batches, costs, opts)
     for v in PASS_PRIORITY:
         how, largest, tight = PASSES[v]
-        order = gang_order(p, costs, largest)
+        if largest not in orders:
+            orders[largest] = gang_order(p, costs, largest)
+        order = orders[largest]
         if (how, tuple(order), tight) in seen:
             continue            # runs as an earlier pass did: would tie and lose on v
         if ran >= ALWAYS and work + nb > opts.gang_pass_work:
@@ -119,10 +125,13 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
         seen.add((how, tuple(order), tight))
         work, ran = work + nb, ran + 1
         snap = st.snapshot()
-        bad, place = _pass(st, costs, opts, batches, order, how, tight)
+        bad, place = _pass(st, costs, opts, batches, order, how, tight, prep)
         st.restore(snap)
+        unplaced = _unplaced(p, bad)
+        if best is not None and unplaced > best[0][0]:
+            continue            # improve keeps what is unplaced: this pass cannot win
         place = improve(st, costs, batches, place)
-        key = (_unplaced(p, bad), _placed_price(costs, place), v)
+        key = (unplaced, _placed_price(costs, place), v)
         if best is None or key < best[0]:
             best = (key, v, order, bad, place)
     _, v, order, bad, place = best
@@ -178,53 +187,72 @@ def _rows(place: list, batches) -> np.ndarray:
     return np.asarray(sorted(out), np.int64).reshape(-1, 3)
 
 
-def _pass(st, costs, opts, batches, order, how: str, tight: bool):
+def _variants(opts: EfficientOptions) -> tuple:
+    """The packing variants of a gang in the myopic passes: (items largest first,
+    fill credit)."""
+    return ((True, opts.fill_credit), (True, 0.0), (False, 0.0))
+
+
+def _prepare(batches, costs: Costs, opts: EfficientOptions) -> list:
+    """Per gang, what every myopic pass needs and no pass changes: its items
+    largest first (stable) and the variants that run differently (``_distinct``)."""
+    variants = _variants(opts)
+    out = []
+    for rows, qty, _, _ in batches:
+        order = np.argsort(-costs.size(qty), kind="stable")
+        out.append((order, _distinct(variants, costs, qty, order)))
+    return out
+
+
+def _pass(st, costs, opts, batches, order, how: str, tight: bool, prep: list | None = None):
     """One pass over the gangs (module docstring); returns ((G,) bool infeasible,
     placements (gang, item, slot, units, slot type)). Per gang the packing variants
     are tried and the cheapest kept (launch price, then launches, then variant);
     a variant that would run exactly as an earlier one (same item order, same
     credit) is not run, and none is tried after one that launches nothing (no later
-    one can beat it). Trials are undone by ``_Undo``, not by full snapshots."""
+    one can beat it). A trial is undone by restoring a State snapshot (a position in
+    its journal of changed rows, not a copy of the arrays)."""
     p = st.p
     if how == "joint":
         return _joint(st, costs, opts, batches, order, tight)
     bad = np.zeros(p.G, bool)
     place: list = []
     keep = opts.keep_gpu_for_gpu
-    variants = ((True, opts.fill_credit), (True, 0.0), (False, 0.0))
-    log = _Undo(st)
+    variants = _variants(opts)
+    prep = prep if prep is not None else _prepare(batches, costs, opts)
     for g in order:
         rows, qty, want, _ = batches[g]
+        largest, todo = prep[g]
         best, kept = None, None
-        todo = _distinct(variants, costs, qty)
         for j, v in enumerate(todo):
             sort, credit = variants[v]
-            out: list = []
-            got = _one(st, costs, rows, qty, want, sort, credit, keep, tight, out)
+            snap = st.snapshot()
+            got = _one(st, costs, rows, qty, want, sort, credit, keep, tight, [], largest)
             if got is not None:
-                key = (log.price(costs), log.launches(), v)
+                key = (_price(st, costs, snap), len(st.new_types) - len(snap[5]), v)
                 if best is None or key < best[0]:
                     best = (key, v)
                     if j == len(todo) - 1 or key[:2] == (0.0, 0):
-                        kept = (got, out)
+                        kept = got
                         break
-            log.rollback(out)
+            st.restore(snap)
         if best is None:
             bad[g] = True
             continue
         if kept is None:
             sort, credit = variants[best[1]]
-            out = []
-            kept = (_one(st, costs, rows, qty, want, sort, credit, keep, tight, out), out)
-        log.commit(kept[1])
-        for slot, i, n in kept[0]:
+            kept = _one(st, costs, rows, qty, want, sort, credit, keep, tight, [], largest)
+        for slot, i, n in kept:
             place.append((g, i, slot, n, int(st.type[slot])))
     return bad, place
 
 
-def _distinct(variants, costs: Costs, qty) -> list[int]:
-    """The variants that run differently: (item order, credit) not seen before."""
-    sorted_order = tuple(np.argsort(-costs.size(qty), kind="stable").tolist())
+def _distinct(variants, costs: Costs, qty, largest=None) -> list[int]:
+    """The variants that run differently: (item order, credit) not seen before.
+    ``largest``: the items largest first, when the caller has it."""
+    if largest is None:
+        largest = np.argsort(-costs.size(qty), kind="stable")
+    sorted_order = tuple(largest.tolist())
     seen, out = set(), []
     for v, (sort, credit) in enumerate(variants):
         sig = (sorted_order if sort else tuple(range(len(qty))), credit)
@@ -232,61 +260,6 @@ def _distinct(variants, costs: Costs, qty) -> list[int]:
             seen.add(sig)
             out.append(v)
     return out
-
-
-class _Undo:
-    """Undoing trial packings on a State without copying it whole (a full snapshot
-    per trial was most of a 10k-node tick). ``base`` holds the rows of ``free``,
-    ``label`` and ``received`` as of the last ``commit``; a trial changes only the
-    rows ``place_batch`` reports in its ``out`` (its units go nowhere else; source 0
-    leaves ``cfree`` alone) and launches rows past ``M``, so ``rollback(out)`` copies
-    those rows back and forgets the launches. ``commit(out)`` makes the trial's
-    rows the new base."""
-
-    def __init__(self, st: State):
-        self.st = st
-        self.base = [st.free[:st.M].copy(), st.label[:st.M].copy(), st.received[:st.M].copy()]
-        self._mark()
-
-    def _mark(self) -> None:
-        st = self.st
-        self.M, self.n_new = st.M, len(st.new_types)
-        self.room, self.glob = st.type_room.copy(), st.global_room
-
-    def price(self, costs: Costs) -> float:
-        """The price of the nodes launched since the last commit."""
-        return float(sum(costs.price[t] for t in self.st.new_types[self.n_new:]))
-
-    def launches(self) -> int:
-        return len(self.st.new_types) - self.n_new
-
-    def _rows(self, out) -> np.ndarray:
-        rows = np.fromiter((m for m, _, _ in out), np.int64, len(out))
-        return np.unique(rows[rows < self.M])
-
-    def rollback(self, out) -> None:
-        st = self.st
-        rows = self._rows(out)
-        for arr, base in zip((st.free, st.label, st.received), self.base):
-            arr[rows] = base[rows]
-        st.alive[self.M:st.M] = False
-        st.M = self.M
-        del st.new_types[self.n_new:]
-        st.type_room = self.room.copy()
-        st.global_room = self.glob
-
-    def commit(self, out) -> None:
-        st = self.st
-        rows = self._rows(out)
-        if st.M > len(self.base[0]):        # launches: grow the base (doubling)
-            size = max(st.M, 2 * len(self.base[0]))
-            self.base = [np.concatenate([b, np.zeros((size - len(b),) + b.shape[1:], b.dtype)])
-                         for b in self.base]
-        new = np.arange(self.M, st.M)
-        for j, arr in enumerate((st.free, st.label, st.received)):
-            self.base[j][rows] = arr[rows]
-            self.base[j][new] = arr[new]
-        self._mark()
 
 
 def _joint(st, costs, opts, batches, order, tight: bool):
@@ -318,11 +291,14 @@ def _joint(st, costs, opts, batches, order, tight: bool):
 
 
 def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, tight: bool,
-         out: list):
+         out: list, largest=None):
     """One packing of a gang; its placements (slot, item, units), or None. ``out``
     receives place_batch's own rows (slot, position in the packing order, units),
-    placed or not (``_Undo``)."""
-    order = np.argsort(-costs.size(qty), kind="stable") if sort else np.arange(len(rows))
+    placed or not. ``largest``: the items largest first, when the caller has it."""
+    if sort:
+        order = largest if largest is not None else np.argsort(-costs.size(qty), kind="stable")
+    else:
+        order = np.arange(len(rows))
     r, q, w = rows[order], qty[order], want[order]
     left = place_batch(st, costs, r, q, w, 0, keep_gpu, credit, out, tight=tight)
     if left.any():

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from vecsched.engine.kernels.eff_empty import block_max, empty_node
+from vecsched.engine.kernels.eff_items import add_items
 from vecsched.engine.kernels.eff_merge import cheapest_type, merge_rounds
 from vecsched.engine.model.fits import FIT_SLACK, anti_mask, selector_mask
 from .cost import Costs
@@ -47,6 +48,9 @@ class Packing:
         p = st.p
         self.st, self.p, self.batches = st, p, batches
         alive = np.flatnonzero(st.alive[:st.M])
+        alive = alive[_may_take(st.free[alive], batches)
+                      | np.isin(alive, [slot for _, _, slot, _, _ in place
+                                        if not isinstance(slot, tuple)])]
         key = alive.tolist()
         new_t = []
         row_of = {k: s for s, k in enumerate(key)}
@@ -72,8 +76,7 @@ class Packing:
             self.room[t] -= 1
             if self.glob > 0:
                 self.glob -= 1
-        for g, i, slot, n, t in place:
-            self._add(row_of[_key(row_of, slot)], g, i, n)
+        self._add_all(place)
 
     def new_slots(self) -> list:
         """The live new nodes' rows, in order of first use."""
@@ -82,6 +85,21 @@ class Packing:
     def qty_row(self, g: int, i: int):
         rows, qty = self.batches[g][0], self.batches[g][1]
         return qty[i], int(rows[i])
+
+    def _add_all(self, place: list) -> None:
+        """``_add`` of every placement, in order (the room and labels in one kernel
+        call, ``eff_items.add_items``)."""
+        P, R = len(place), self.p.R
+        slots = np.fromiter((self.row_of[_key(self.row_of, x[2])] for x in place), np.int64, P)
+        items = [self.qty_row(g, i) for g, i, _, _, _ in place]
+        qty = np.asarray([q for q, _ in items], np.float64).reshape(P, R)
+        anti = self.p.req.anti[np.fromiter((r for _, r in items), np.int64, P)].reshape(P, 2)
+        add_items(self.free, self.label, slots, qty,
+                  np.fromiter((x[3] for x in place), np.int64, P),
+                  np.ascontiguousarray(anti[:, 0], np.int64),
+                  np.ascontiguousarray(anti[:, 1], np.int64))
+        for (g, i, _, n, _), s in zip(place, slots.tolist()):
+            self.content.setdefault(s, []).append([g, i, n])
 
     def _add(self, s: int, g: int, i: int, n: int) -> None:
         q, r = self.qty_row(g, i)
@@ -112,6 +130,25 @@ class Packing:
     def placements(self) -> list:
         return [(g, i, self.key[s], n, int(self.type[s])) for s, items in self.content.items()
                 for g, i, n in items if n > 0]
+
+
+def _may_take(free: np.ndarray, batches) -> np.ndarray:
+    """(n,) bool: which rows of ``free`` (n, R) have room for one unit of some
+    item of the batches, by the moves' own test (``eff_empty``: every positive
+    column's free-to-bundle ratio, times SLACK, at least 1). Existing nodes only
+    take units here, so one without room for any item never takes part in a move:
+    leaving it out of the packing changes no move (the scans keep their order)
+    and spares copying every node's labels (a 10k-node tick has a few hundred
+    with room)."""
+    qty = np.unique(np.concatenate([b[1] for b in batches]), axis=0) if batches else \
+        np.zeros((0, free.shape[1]))
+    out = np.zeros(len(free), bool)
+    for q in qty:
+        pos = q > 0
+        if not pos.any():
+            return np.ones(len(free), bool)
+        out |= (free[:, pos] / q[pos]).min(axis=1) * SLACK >= 1.0
+    return out
 
 
 def _key(row_of: dict, slot):

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from vecsched.engine.kernels.eff_items import add_items
 from vecsched.engine.solver.instance import EXISTING, NEW, build_slot_instance
 from .budget import Allowance, model_cells
 from .cost import Costs
-from .place import _put
 from .state import State
 
 
@@ -124,16 +124,27 @@ def _next_hood(st, costs, batches, place, nodes: int, max_bundles: int, tried: s
 
 
 def commit_keys(st: State, batches, place: list) -> dict:
-    """Launch and place ``place`` on ``st``; returns new-node key -> slot."""
+    """Launch and place ``place`` on ``st``; returns new-node key -> slot. New nodes
+    are launched in order of first use; the rows every placement changes are
+    journaled once, before any of them changes, so a restore undoes it all (as one
+    ``place._put`` per placement would); the room and labels are then changed in
+    one kernel call, placement by placement (``eff_items.add_items``)."""
     p = st.p
     slot_of: dict = {}
-    for g, i, slot, n, t in place:
-        if isinstance(slot, tuple):
-            if slot not in slot_of:
-                slot_of[slot] = st.launch(t)
-            slot = slot_of[slot]
-        r = int(batches[g][0][i])
-        _put(st, 0, slot, i, n, batches[g][1][i], r, p.req.anti[r, 0] >= 0, [])
+    for _, _, slot, _, t in place:
+        if isinstance(slot, tuple) and slot not in slot_of:
+            slot_of[slot] = st.launch(t)
+    P = len(place)
+    if not P:
+        return slot_of
+    slots = np.fromiter((slot_of[x[2]] if isinstance(x[2], tuple) else x[2] for x in place),
+                        np.int64, P)
+    qty = np.asarray([batches[g][1][i] for g, i, _, _, _ in place], np.float64).reshape(P, p.R)
+    anti = p.req.anti[np.fromiter((batches[g][0][i] for g, i, _, _, _ in place), np.int64, P)]
+    st.keep_rows(np.unique(slots), 0)
+    add_items(st.free, st.label, slots, qty, np.fromiter((x[3] for x in place), np.int64, P),
+              np.ascontiguousarray(anti[:, 0], np.int64), np.ascontiguousarray(anti[:, 1], np.int64))
+    st.received[slots] = True
     return slot_of
 
 

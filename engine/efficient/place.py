@@ -20,9 +20,9 @@ placements as (slot, i, units) and what is left per row.
 
 How it runs: a row's walk over existing nodes is the numba kernel
 ``effp_existing._fill_row`` (over ``State.walk``: only the nodes that could hold
-the bundle at the start of the tick, plus the ones launched since); the
-dot-product trials of every candidate type are one ``effp_fill._dot_fills``
-call; the identical nodes of a packing are launched at once
+the bundle at the start of the tick, plus the ones launched since); the choice
+of new nodes (every candidate type's trial and score, the counts) is the kernel
+``effp_choose._choose_launches``; the identical nodes of a packing are launched at once
 (``State.launch_many``). Changes to existing slots are journaled
 (``State.keep_rows``) so that snapshots are cheap. Placements go to ``out``: a
 list of (slot, i, units) triples, or a ``Chunks`` of arrays (the demand path).
@@ -32,8 +32,9 @@ from __future__ import annotations
 import numpy as np
 
 from vecsched.engine.kernels.effp_existing import _fill_row, _walk_order
-from vecsched.engine.kernels.effp_fill import _dot_fill, _dot_fills
-from vecsched.engine.model.fits import anti_mask, fit_count, selector_mask
+from vecsched.engine.kernels.effp_choose import _choose_launches
+from vecsched.engine.kernels.effp_fill import _dot_fill
+from vecsched.engine.model.fits import FIT_SLACK, anti_mask, fit_count, selector_mask
 from .cost import Costs
 from .state import State
 
@@ -137,7 +138,8 @@ def allowed_types(st: State, costs: Costs, rows, qty, keep_gpu: bool) -> np.ndar
 def _type_ok(st: State, r: int, q: np.ndarray) -> np.ndarray:
     """(T,) bool: a fresh node of each type may take a unit of bundle q with
     request row r's selectors and anti-affinity (type labels and capacities do
-    not change in a tick: kept per (row, bundle) in ``st.type_ok``)."""
+    not change in a tick: kept per (row, bundle) in ``st.type_ok``, which
+    ``prime_type_ok`` fills for many rows at once)."""
     key = (r, q.tobytes())
     got = st.type_ok.get(key)
     if got is None:
@@ -145,6 +147,32 @@ def _type_ok(st: State, r: int, q: np.ndarray) -> np.ndarray:
         got = st.type_ok[key] = p.type_configured & (fit_count(p.type_free, q) > 0) \
             & selector_mask(p, r, p.type_label) & anti_mask(p, r, p.type_label)
     return got
+
+
+def prime_type_ok(st: State, rows: np.ndarray, qty: np.ndarray) -> None:
+    """``_type_ok`` of every (request row, bundle) pair of ``rows`` (n,) and ``qty``
+    (n, R), computed in a few array operations (the same arithmetic, row by row, as
+    ``fit_count``, ``selector_mask`` and ``anti_mask``) and kept in ``st.type_ok``."""
+    p = st.p
+    qty = np.ascontiguousarray(qty, np.float64)
+    if not len(rows):
+        return
+    tf = np.asarray(p.type_free, np.float64)
+    pos = qty > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(pos[:, None, :], tf[None, :, :] / np.where(pos, qty, 1.0)[:, None, :],
+                         np.inf).min(axis=2)
+        fits = np.floor(ratio * (1.0 + FIT_SLACK)) >= 1
+    ok = fits & p.type_configured[None, :]
+    key, val = p.req.anti[rows, 0].astype(np.int64), p.req.anti[rows, 1]
+    L = p.type_label.shape[1]
+    has = (key >= 0) & (key < L)
+    if has.any():
+        ok[has] &= p.type_label[:, key[has]].T != val[has, None]
+    for j in np.flatnonzero(p.req.sel_ptr[rows + 1] > p.req.sel_ptr[rows]).tolist():
+        ok[j] &= selector_mask(p, int(rows[j]), p.type_label)
+    for j in range(len(rows)):
+        st.type_ok.setdefault((int(rows[j]), qty[j].tobytes()), ok[j])
 
 
 def launch_room(st: State) -> np.ndarray:
@@ -162,48 +190,21 @@ def trial(free0: np.ndarray, qty: np.ndarray, avail: np.ndarray, groups: np.ndar
 
 def on_new(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool,
            fill_credit: float, out: list) -> np.ndarray:
-    """Launch nodes for what is left (module docstring); returns units left per row."""
+    """Launch nodes for what is left (module docstring); returns units left per row.
+    The choice of types and counts is the kernel ``effp_choose._choose_launches``;
+    the launches are made here, in its order."""
     p = st.p
     left = np.asarray(want, np.int64).copy()
     if not left.any():
         return left
     qty = np.ascontiguousarray(qty, np.float64)
     allowed = allowed_types(st, costs, rows, qty, keep_gpu)
-    groups = _anti_groups(p, rows)
-    size = costs.size(qty)
-    type_free = np.ascontiguousarray(p.type_free, np.float64)
-    while left.any():
-        types = np.flatnonzero(launch_room(st) & (allowed & (left > 0)[:, None]).any(axis=0))
-        if types.size == 0:
-            break
-        demand = np.stack([(allowed[:, t] * left) @ qty for t in types.tolist()])
-        ceq, fit_rel = costs.fit(types, demand)
-        avail = np.where(allowed[:, types].T, left[None, :], 0)
-        trials = _dot_fills(type_free, types, qty, avail, groups)
-        best = None
-        for j, t in enumerate(types.tolist()):
-            k = trials[j]
-            filled = float(k @ size)
-            if filled <= 0:
-                continue
-            fill = min(1.0, filled / ceq[j]) if ceq[j] > 0 else 1.0
-            score = fit_rel[j] * (fill_credit + (1.0 - fill_credit) * fill)
-            key = (score, filled, -t)
-            if best is None or key > best[0]:
-                best = (key, t, k)
-        if best is None:
-            break
-        _, t, k = best
-        on = k > 0
-        m = max(1, int((left[on] // k[on]).min()))
-        m = min(m, int(st.type_room[t]))
-        if st.global_room >= 0:
-            m = min(m, st.global_room)
-        # Every one of the m nodes takes the same units: with m > 1 each row
-        # still has k left for the m-th node, with m == 1 it takes what is left.
-        kk = np.minimum(k, left)
-        _launch_filled(st, source, t, m, kk, qty, rows, out)
-        left -= m * kk
+    n, types, counts, units, left = _choose_launches(
+        costs.type_free, st.type_room, int(st.global_room), allowed, left, qty,
+        _anti_groups(p, rows), costs.size(qty), costs.price, costs.running_by_kind,
+        costs.type_gpu, costs.inv_ref, float(fill_credit))
+    for j in range(n):
+        _launch_filled(st, source, int(types[j]), int(counts[j]), units[j], qty, rows, out)
     return left
 
 

@@ -40,7 +40,12 @@ class State:
         self.p = p
         N, R, L = p.N, p.R, len(p.label_keys)
         self.N = N
-        cap = N + 16
+        # Room for as many launches as nodes: rows past M are written by
+        # launch_many before anything reads them, and np.zeros maps its pages
+        # lazily, so only the rows used cost anything. (N + 16 made a 10k-node
+        # tick with placement groups grow every array once: a 40 MB label matrix
+        # allocated and copied, 50-100 ms.)
+        cap = 2 * N + 16
         self.free = np.zeros((cap, R))
         self.free[:N] = p.node_free
         tot_present = order_mask(p.node_order, R)
@@ -48,7 +53,7 @@ class State:
         self.cfree[:N] = np.where(tot_present, p.node_total, 0.0)
         self.cfree[:N][:, p.implicit] = np.where(tot_present[:, p.implicit],
                                                  self.cfree[:N][:, p.implicit], 1.0)
-        self.label = np.full((cap, L), -1, np.int32)
+        self.label = np.zeros((cap, L), np.int32)
         self.label[:N] = p.node_label
         self.type = np.zeros(cap, np.int32)
         self.type[:N] = p.node_type

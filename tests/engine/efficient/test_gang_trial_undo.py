@@ -1,23 +1,29 @@
-"""engine/efficient/gang_place._Undo: undoing a trial packing from place_batch's own
-report restores every array of the State (whatever fields it has) as a full snapshot
-would, and a committed trial is the base the next rollback returns to."""
+"""Undoing a trial packing of the gang passes (engine/efficient/gang_place._pass): a
+State snapshot taken before the trial and restored after it puts every array of the
+State back as it was (whatever fields it has), a trial that is kept is the state the
+next restore returns to, and an outer snapshot still undoes the whole pass."""
 from __future__ import annotations
 
 import numpy as np
 
 from vecsched.engine.efficient import EfficientOptions
 from vecsched.engine.efficient.cost import Costs
-from vecsched.engine.efficient.gang_place import _Undo, gang_batch
+from vecsched.engine.efficient.gang_place import gang_batch
 from vecsched.engine.efficient.place import place_batch
 from vecsched.engine.efficient.state import State
 
 from tests.kits.ganggen import gang_tick
+
+# bookkeeping of the journal itself, not the State's content
+_JOURNAL = {"_floor", "_log"}
 
 
 def _view(st: State) -> dict:
     """Every array of the State up to its used slots, and its scalars and lists."""
     out = {}
     for k, v in vars(st).items():
+        if k in _JOURNAL:
+            continue
         if isinstance(v, np.ndarray):
             out[k] = v[:st.M].copy() if v.shape[:1] == st.free.shape[:1] else v.copy()
         elif isinstance(v, (int, float, list, tuple)):
@@ -34,25 +40,27 @@ def _same(a: dict, b: dict, where):
             assert a[k] == b[k], (where, k)
 
 
-def test_rollback_restores_the_state_and_commit_moves_the_base():
+def test_restore_undoes_a_trial_and_kept_trials_are_the_new_base():
     for seed in range(6):
         p = gang_tick(seed, bundles=40)
         st = State(p)
         costs = Costs(p, EfficientOptions())
-        log = _Undo(st)
-        changed = 0
+        start = _view(st)
+        outer = st.snapshot()
+        changed = kept = 0
         for g in range(p.G):
             rows, qty, want, _ = gang_batch(p, g)
             before = _view(st)
-            out: list = []
-            place_batch(st, costs, rows, qty, want, 0, True, 1.0, out)
-            moved = st.M != before["M"] or any(
-                not np.array_equal(st.free[m], before["free"][m]) for m, _, _ in out if m < before["M"])
-            log.rollback(out)
-            _same(_view(st), before, (seed, g, "rollback"))
+            snap = st.snapshot()
+            place_batch(st, costs, rows, qty, want, 0, True, 1.0, [])
+            moved = st.M != before["M"] or not np.array_equal(st.free[:before["M"]],
+                                                             before["free"])
+            st.restore(snap)
+            _same(_view(st), before, (seed, g, "trial undone"))
             changed += moved
             if g % 2 == 0:                  # keep every other group: the base moves on
-                out = []
-                place_batch(st, costs, rows, qty, want, 0, True, 1.0, out)
-                log.commit(out)
-        assert changed and st.M > p.N, seed     # trials changed things; launches committed
+                place_batch(st, costs, rows, qty, want, 0, True, 1.0, [])
+                kept += 1
+        assert changed and kept and st.M > p.N, seed    # trials changed things; launches kept
+        st.restore(outer)
+        _same(_view(st), start, (seed, "whole pass undone"))
