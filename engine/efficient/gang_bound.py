@@ -31,6 +31,20 @@ SCALE = 1000
 BOUND_DTIME = 0.05
 
 
+def _fit_somewhere(free: np.ndarray, qty) -> list:
+    """Per bundle of ``qty`` (each (R,)): whether one unit fits in some row of
+    ``free`` (``fit_count``), computed once per distinct bundle."""
+    seen: dict = {}
+    out = []
+    for q in qty:
+        k = q.tobytes()
+        got = seen.get(k)
+        if got is None:
+            got = seen[k] = bool((fit_count(free, q) > 0).any()) if len(free) else False
+        out.append(got)
+    return out
+
+
 def impossible_gangs(st: State, batches) -> np.ndarray:
     """(G,) bool: groups with an item no alive node and no launchable type can hold."""
     p = st.p
@@ -38,12 +52,14 @@ def impossible_gangs(st: State, batches) -> np.ndarray:
     free = st.free[:M][st.alive[:M]]
     room = p.type_configured & (st.type_room > 0) if st.global_room != 0 else \
         np.zeros(p.T, bool)
+    fresh = p.type_free[room]
+    items = [q for _, qty, _, _ in batches for q in qty]
+    ok = [a or b for a, b in zip(_fit_somewhere(free, items), _fit_somewhere(fresh, items))]
     out = np.zeros(len(batches), bool)
+    at = 0
     for g, (_, qty, _, _) in enumerate(batches):
-        for q in qty:
-            if not (fit_count(free, q) > 0).any() and not (fit_count(p.type_free[room], q) > 0).any():
-                out[g] = True
-                break
+        out[g] = not all(ok[at:at + len(qty)])
+        at += len(qty)
     return out
 
 
@@ -55,10 +71,13 @@ def launch_price_bound(st: State, costs: Costs, batches, gangs: np.ndarray) -> f
     M = st.M
     free = st.free[:M][st.alive[:M]]
     need, must = np.zeros(p.R), np.zeros(p.R)
+    fits = _fit_somewhere(free, [q for g in gangs.tolist() for q in batches[g][1]])
+    at = 0
     for g in gangs.tolist():
         _, qty, want, _ = batches[g]
         need += (qty * want[:, None]).sum(axis=0)
-        nowhere = np.asarray([not (fit_count(free, q) > 0).any() for q in qty], bool)
+        nowhere = ~np.asarray(fits[at:at + len(qty)], bool)
+        at += len(qty)
         must += (qty[nowhere] * want[nowhere, None]).sum(axis=0)
     deficit = np.maximum(np.maximum(need - free.sum(axis=0), 0.0), must)
     if not (deficit > 0).any():

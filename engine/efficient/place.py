@@ -59,7 +59,7 @@ def on_existing(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu:
     g = p.gpu_col
     M, N = st.M, st.N
     scratch = None
-    for i in _order(costs, qty, g).tolist():
+    for i in (_order(costs, qty, g).tolist() if len(qty) > 1 else range(len(qty))):
         if left[i] == 0:
             continue
         q = qty[i]
@@ -71,7 +71,7 @@ def on_existing(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu:
         if scratch is None:
             scratch = (np.empty(M, np.int64), np.empty(M, np.int64), np.empty((M, p.R)))
         slots, counts, saved = scratch
-        key, val = (int(x) for x in p.req.anti[r])
+        key, val = st.anti[r]
         view = st.view(source)
         n = _fill_row(view, order, st.ready, st.gpu, spare, _node_ok(st, r, M), st.label,
                       key, val, q, int(left[i]), tight, costs.inv_ref, slots, counts, saved)
@@ -98,7 +98,7 @@ def _record(st: State, source: int, slots: np.ndarray, saved: np.ndarray, i: int
     st.keep_rows(slots, source, saved)
     st.received[slots] = True
     if anti:
-        key, val = (int(x) for x in st.p.req.anti[r])
+        key, val = st.anti[r]
         st.label[slots, key] = val
     out.add(slots.copy(), np.full(len(slots), i, np.int64), counts.copy())
 
@@ -111,7 +111,7 @@ def _put(st: State, source: int, m: int, i: int, n: int, q, r: int, anti: bool,
     view[m] = np.maximum(view[m] - n * q, 0.0)
     st.received[m] = True
     if anti:
-        key, val = (int(x) for x in st.p.req.anti[r])
+        key, val = st.anti[r]
         st.label[m, key] = val
     out.append((m, i, n))
 
@@ -222,7 +222,7 @@ def _launch_filled(st: State, source: int, t: int, m: int, kk: np.ndarray, qty, 
     view[first:end] = room
     st.received[first:end] = True
     for i in on:
-        key, val = (int(x) for x in p.req.anti[int(rows[i])])
+        key, val = st.anti[int(rows[i])]
         if key >= 0:
             st.label[first:end, key] = val
     rows_on = np.asarray(on, np.int64)
@@ -233,8 +233,7 @@ def _launch_filled(st: State, source: int, t: int, m: int, kk: np.ndarray, qty, 
 def _anti_groups(p, rows) -> np.ndarray:
     out = np.full(len(rows), -1, np.int64)
     ids: dict = {}
-    for i, r in enumerate(np.asarray(rows).tolist()):
-        key, val = (int(x) for x in p.req.anti[r])
+    for i, (key, val) in enumerate(p.req.anti[np.asarray(rows, np.int64)].tolist()):
         if key >= 0:
             out[i] = ids.setdefault((key, val), len(ids))
     return out
@@ -248,8 +247,11 @@ def place_batch(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu:
     without GPUs) before a node is launched for them."""
     left = np.asarray(want, np.int64).copy()
     g = st.p.gpu_col
-    gpu = qty[:, g] > 0 if g >= 0 else np.zeros(len(rows), bool)
-    parts = (gpu, ~gpu) if keep_gpu and gpu.any() and (~gpu).any() else (np.ones(len(rows), bool),)
+    if len(rows) > 1 and keep_gpu and g >= 0:
+        gpu = qty[:, g] > 0
+        parts = (gpu, ~gpu) if gpu.any() and (~gpu).any() else (np.ones(len(rows), bool),)
+    else:
+        parts = (np.ones(len(rows), bool),)
     for part in parts:
         idx = np.flatnonzero(part & (left > 0))
         if not idx.size:

@@ -72,6 +72,7 @@ class State:
         self._floor = 0             # slots below it are journaled: the largest M snapshotted
         self._walks: dict = {}
         self.type_ok: dict = {}     # (request row, bundle bytes) -> (T,) bool (place._type_ok)
+        self.anti = p.req.anti.tolist()     # per request row [label key, value id], -1: none
         self.new_types: list[int] = []
         self.terms: list[tuple[int, int, int]] = []     # (node, cause, value), reply order
         self.terminable = terminable(p)     # never the head, nor REQUESTED / RAY_STOP_REQUESTED
