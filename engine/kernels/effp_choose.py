@@ -25,8 +25,109 @@ import math
 
 import numpy as np
 
-from ._jit import njit
+from ._jit import njit, njit_inner
 from .effp_fill import _fill_into
+
+
+@njit_inner
+def _candidates(room, glob, allowed, left, cand):
+    """Into ``cand``: the types with launch room that may take a unit still left;
+    returns how many."""
+    nc = 0
+    if glob == 0:
+        return nc
+    S, T = allowed.shape
+    for t in range(T):
+        if room[t] <= 0:
+            continue
+        for i in range(S):
+            if allowed[i, t] and left[i] > 0:
+                cand[nc] = t
+                nc += 1
+                break
+    return nc
+
+
+@njit_inner
+def _fits(cand, nc, type_free, allowed, left, qty, running, type_gpu, inv_ref, price,
+          ceq, per_price, D):
+    """Each candidate's capacity-equivalent (``ceq``) and its value per price
+    (``per_price``); returns the best value per price (``top``)."""
+    S, R = qty.shape
+    top = 0.0
+    for j in range(nc):
+        t = cand[j]
+        g = 1 if type_gpu[t] else 0
+        for r in range(R):
+            acc = 0.0
+            for i in range(S):
+                if allowed[i, t]:
+                    acc += float(left[i]) * qty[i, r]
+            D[r] = acc + running[g, r]
+        alpha = math.inf
+        any_col = False
+        dot = 0.0
+        for r in range(R):
+            if D[r] > 0 and type_free[t, r] > 0 and inv_ref[r] > 0:
+                x = type_free[t, r] / D[r]
+                if x < alpha:
+                    alpha = x
+                any_col = True
+                dot += D[r] * inv_ref[r]
+        c = alpha * dot if any_col else 0.0
+        ceq[j] = c
+        per_price[j] = c / price[t]
+        if j == 0 or per_price[j] > top:
+            top = per_price[j]
+    return top
+
+
+@njit_inner
+def _best_type(cand, nc, ceq, per_price, top, type_free, qty, allowed, left, groups, size,
+               fill_credit, avail, k, best_k, rem, inv, w, taken):
+    """The candidate with the best (score, filled size, lower index), its trial
+    node's units in ``best_k``; -1 when no trial fills anything."""
+    S = qty.shape[0]
+    best = -1
+    best_score, best_filled = 0.0, 0.0
+    for j in range(nc):
+        t = cand[j]
+        for i in range(S):
+            avail[i] = left[i] if allowed[i, t] else 0
+        _fill_into(type_free[t], qty, avail, groups, k, rem, inv, w, taken)
+        filled = 0.0
+        for i in range(S):
+            filled += float(k[i]) * size[i]
+        if filled <= 0:
+            continue
+        fit = per_price[j] / top if top > 0 else per_price[j]
+        fill = min(1.0, filled / ceq[j]) if ceq[j] > 0 else 1.0
+        score = fit * (fill_credit + (1.0 - fill_credit) * fill)
+        # types come in increasing order: on a full tie the earlier (lower) one stays
+        if best < 0 or score > best_score or (score == best_score and filled > best_filled):
+            best, best_score, best_filled = t, score, filled
+            for i in range(S):
+                best_k[i] = k[i]
+    return best
+
+
+@njit_inner
+def _repeats(best_k, left, room_t, glob):
+    """How many nodes take the trial's units: as many as every row's units left
+    allow (at least one), within the type's and the cluster's launch room."""
+    m = np.int64(-1)
+    for i in range(best_k.shape[0]):
+        if best_k[i] > 0:
+            x = left[i] // best_k[i]
+            if m < 0 or x < m:
+                m = x
+    if m < 1:
+        m = np.int64(1)
+    if room_t < m:
+        m = room_t
+    if glob >= 0 and glob < m:
+        m = np.int64(glob)
+    return m
 
 
 @njit
@@ -44,7 +145,7 @@ def _choose_launches(type_free, type_room, global_room, allowed, left, qty, grou
     T = type_free.shape[0]
     left = left.copy()
     room = type_room.copy()
-    glob = global_room
+    glob = np.int64(global_room)
     ng = 0
     for i in range(S):
         if groups[i] + 1 > ng:
@@ -54,91 +155,21 @@ def _choose_launches(type_free, type_room, global_room, allowed, left, qty, grou
     out_k = np.zeros((4, S), np.int64)
     n = 0
     cand = np.empty(T, np.int64)
-    ceq = np.empty(T)
-    per_price = np.empty(T)
-    D = np.empty(R)
-    avail = np.empty(S, np.int64)
-    k = np.empty(S, np.int64)
-    best_k = np.empty(S, np.int64)
+    ceq, per_price, D = np.empty(T), np.empty(T), np.empty(R)
+    avail, k, best_k = np.empty(S, np.int64), np.empty(S, np.int64), np.empty(S, np.int64)
     rem, inv, w = np.empty(R), np.empty(R), np.empty(R)
     taken = np.zeros(ng, np.bool_)
     while True:
-        nc = 0
-        if glob != 0:
-            for t in range(T):
-                if room[t] <= 0:
-                    continue
-                for i in range(S):
-                    if allowed[i, t] and left[i] > 0:
-                        cand[nc] = t
-                        nc += 1
-                        break
+        nc = _candidates(room, glob, allowed, left, cand)
         if nc == 0:
             break
-        top = 0.0
-        for j in range(nc):
-            t = cand[j]
-            g = 1 if type_gpu[t] else 0
-            for r in range(R):
-                acc = 0.0
-                for i in range(S):
-                    if allowed[i, t]:
-                        acc += float(left[i]) * qty[i, r]
-                D[r] = acc + running[g, r]
-            alpha = math.inf
-            any_col = False
-            for r in range(R):
-                if D[r] > 0 and type_free[t, r] > 0 and inv_ref[r] > 0:
-                    x = type_free[t, r] / D[r]
-                    if x < alpha:
-                        alpha = x
-                    any_col = True
-            c = 0.0
-            if any_col:
-                dot = 0.0
-                for r in range(R):
-                    if D[r] > 0 and type_free[t, r] > 0 and inv_ref[r] > 0:
-                        dot += D[r] * inv_ref[r]
-                c = alpha * dot
-            ceq[j] = c
-            per_price[j] = c / price[t]
-            if j == 0 or per_price[j] > top:
-                top = per_price[j]
-        best = -1
-        best_score, best_filled = 0.0, 0.0
-        for j in range(nc):
-            t = cand[j]
-            for i in range(S):
-                avail[i] = left[i] if allowed[i, t] else 0
-            _fill_into(type_free[t], qty, avail, groups, k, rem, inv, w, taken)
-            filled = 0.0
-            for i in range(S):
-                filled += float(k[i]) * size[i]
-            if filled <= 0:
-                continue
-            fit = per_price[j] / top if top > 0 else per_price[j]
-            fill = min(1.0, filled / ceq[j]) if ceq[j] > 0 else 1.0
-            score = fit * (fill_credit + (1.0 - fill_credit) * fill)
-            # (score, filled, -t) largest; types come in increasing order, so on a
-            # full tie the earlier (lower) type stays
-            if best < 0 or score > best_score or (score == best_score and filled > best_filled):
-                best, best_score, best_filled = t, score, filled
-                for i in range(S):
-                    best_k[i] = k[i]
+        top = _fits(cand, nc, type_free, allowed, left, qty, running, type_gpu, inv_ref, price,
+                    ceq, per_price, D)
+        best = _best_type(cand, nc, ceq, per_price, top, type_free, qty, allowed, left, groups,
+                          size, fill_credit, avail, k, best_k, rem, inv, w, taken)
         if best < 0:
             break
-        m = np.int64(-1)
-        for i in range(S):
-            if best_k[i] > 0:
-                x = left[i] // best_k[i]
-                if m < 0 or x < m:
-                    m = x
-        if m < 1:
-            m = np.int64(1)
-        if room[best] < m:
-            m = room[best]
-        if glob >= 0 and glob < m:
-            m = np.int64(glob)
+        m = _repeats(best_k, left, room[best], glob)
         if n == out_t.shape[0]:
             out_t = np.concatenate((out_t, np.zeros(n, np.int64)))
             out_m = np.concatenate((out_m, np.zeros(n, np.int64)))

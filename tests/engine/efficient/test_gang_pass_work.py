@@ -32,9 +32,9 @@ def _recorded(monkeypatch):
     seen = []
     real = gang_place._pass
 
-    def rec(st, costs, opts, batches, order, how, tight):
+    def rec(st, costs, opts, batches, order, how, tight, prep=None):
         seen.append((how, tight))
-        return real(st, costs, opts, batches, order, how, tight)
+        return real(st, costs, opts, batches, order, how, tight, prep)
     monkeypatch.setattr(gang_place, "_pass", rec)
     return seen
 
