@@ -1,7 +1,7 @@
 """The workload suite: every scheduler on a set of workloads x seeds, one table, one plot.
 
-    .venv/bin/python bench/suite.py --quick                 # seed 0 only (~10 min here)
-    .venv/bin/python bench/suite.py                          # seeds 0-3
+    .venv/bin/python bench/suite.py --quick                 # seed 0 only (~3-4 min here)
+    .venv/bin/python bench/suite.py                          # seeds 0-3 (~11 min here)
     .venv/bin/python bench/suite.py --workloads services --schedulers engine,efficient
 
 Each cell is one ``vecsched.adapters.sim.replay.Replay`` of one workload window, gang

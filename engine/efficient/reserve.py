@@ -23,12 +23,13 @@ bundles reserved too, cost 2-3 % above the better of Ray's and FFD's; without,
 below both). Gang bundles and the ``request_resources()`` constraint are not
 demand that waits here.
 
-Opt-in (``EfficientOptions.reserve``, default off). Measured on the workload
-suite, seeds 0-3 (docs/suite.md): on, pending p50 and p95 meet the issue's
-targets (<= 1.10 x and 1.05 x Ray's) on 34 of 36 cells, and every target holds
-on 32 cells instead of 20; but the reserve is paid in node-hours, and on
-the services workload, where the efficient mode's cost is within 0.1-0.4 % of
-FFD's, seeds 2 and 3 end 0.4-0.6 % above it. Hence off by default.
+On by default (``EfficientOptions.reserve``; ``reserve=False`` turns it off).
+Measured on the workload suite, seeds 0-3 (docs/suite.md): with it every target of
+issue 22 holds on 31 of 36 cells, without it on 20 (the misses without it were
+pending p50 and p95). The reserve is paid in node-hours: on the services workload,
+where the efficient mode's cost is within 0.5 % of FFD's without it, seeds 1-3 end
+0.4-1.4 % above FFD's cost. On one tick in isolation it is dearer by
+design (room nobody asked for yet), so single-tick quality is judged without it.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The efficient mode's opt-in reserve (vecsched.engine.efficient.reserve): room for one
+"""The efficient mode's reserve (vecsched.engine.efficient.reserve): room for one
 more unit of each pending plain bundle - which bundles count, an idle node that holds
 one is kept, a launch is made where no node has the room, nothing of it shows as a
-placement, plans stay legal and deterministic, and it is off by default."""
+placement, plans stay legal and deterministic, and it is on by default."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,7 +26,7 @@ def _running(t, total, free, idle_ms=0, i=0):
 
 
 def _efficient(p, **kw):
-    plan = schedule(p, mode="efficient", options=EfficientOptions(**dict({'reserve': True}, **kw)))
+    plan = schedule(p, mode="efficient", options=EfficientOptions(**kw))
     assert check_plan(p, plan) == []
     return plan
 
@@ -76,10 +76,12 @@ def test_no_room_for_one_more_unit_launches_a_node():
     assert _efficient(p, reserve=False).launches() == {"cpu": 1}
 
 
-def test_off_by_default():
+def test_on_by_default_and_off_with_reserve_false():
     p = build_problem(TYPES, [], [RequestSpec(CPU16, count=1)])
     plan = schedule(p, mode="efficient")
-    assert plan.launches() == {"cpu": 1} and "reserve" not in plan.stats
+    assert plan.launches() == {"cpu": 2} and plan.stats["reserve"] == 1
+    off = schedule(p, mode="efficient", options=EfficientOptions(reserve=False))
+    assert off.launches() == {"cpu": 1} and "reserve" not in off.stats
 
 
 def test_room_left_by_real_demand_serves_the_reserve():

