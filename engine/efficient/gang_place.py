@@ -200,7 +200,7 @@ def _prepare(batches, costs: Costs, opts: EfficientOptions) -> list:
     out = []
     for rows, qty, _, _ in batches:
         order = np.argsort(-costs.size(qty), kind="stable")
-        out.append((order, _distinct(variants, costs, qty, order)))
+        out.append((order, _distinct(variants, qty, order)))
     return out
 
 
@@ -247,11 +247,9 @@ def _pass(st, costs, opts, batches, order, how: str, tight: bool, prep: list | N
     return bad, place
 
 
-def _distinct(variants, costs: Costs, qty, largest=None) -> list[int]:
+def _distinct(variants, qty, largest: np.ndarray) -> list[int]:
     """The variants that run differently: (item order, credit) not seen before.
-    ``largest``: the items largest first, when the caller has it."""
-    if largest is None:
-        largest = np.argsort(-costs.size(qty), kind="stable")
+    ``largest``: the items largest first."""
     sorted_order = tuple(largest.tolist())
     seen, out = set(), []
     for v, (sort, credit) in enumerate(variants):
@@ -291,14 +289,11 @@ def _joint(st, costs, opts, batches, order, tight: bool):
 
 
 def _one(st, costs, rows, qty, want, sort: bool, credit: float, keep_gpu: bool, tight: bool,
-         out: list, largest=None):
+         out: list, largest: np.ndarray):
     """One packing of a gang; its placements (slot, item, units), or None. ``out``
     receives place_batch's own rows (slot, position in the packing order, units),
-    placed or not. ``largest``: the items largest first, when the caller has it."""
-    if sort:
-        order = largest if largest is not None else np.argsort(-costs.size(qty), kind="stable")
-    else:
-        order = np.arange(len(rows))
+    placed or not. ``largest``: the items largest first (used when ``sort``)."""
+    order = largest if sort else np.arange(len(rows))
     r, q, w = rows[order], qty[order], want[order]
     left = place_batch(st, costs, r, q, w, 0, keep_gpu, credit, out, tight=tight)
     if left.any():
