@@ -157,8 +157,8 @@ def _oracle_scheduler_class():
 
 def run(trace, seed: int, name: str, restart_cap: int = 20, min_saved: float = 0.05):
     """One replay of ``trace`` with the variant ``name``; returns its metrics."""
-    from vecsched.adapters.sim.replay import Replay, ReplayConfig
-    from vecsched.adapters.sim.replay.efficient import EfficientSched
+    from vecsched.adapters.replay import Replay, ReplayConfig
+    from vecsched.adapters.replay.efficient import EfficientSched
     from vecsched.engine.efficient import EfficientOptions
     v = VARIANTS[name]
     sched = EfficientSched(options=EfficientOptions(**v["opts"]), name=name)
@@ -177,8 +177,8 @@ def main() -> None:
     ap.add_argument("--min-saved", type=float, default=0.05)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    from vecsched.adapters.sim.replay import load
-    from vecsched.adapters.sim.replay.simulation import DEFAULT_WINDOW
+    from vecsched.adapters.replay import load
+    from vecsched.adapters.replay.simulation import DEFAULT_WINDOW
     trace = load(None, None, DEFAULT_WINDOW)
     rows = []
     for seed in a.seeds:

@@ -48,8 +48,8 @@ VARIANTS = {
 
 
 def scheduler(name: str):
-    from vecsched.adapters.sim.replay import make
-    from vecsched.adapters.sim.replay.efficient import EfficientSched
+    from vecsched.adapters.replay import make
+    from vecsched.adapters.replay.efficient import EfficientSched
     from vecsched.engine.efficient import EfficientOptions
     if name in VARIANTS:
         return EfficientSched(options=EfficientOptions(**VARIANTS[name]), name=name)
@@ -70,7 +70,7 @@ def main() -> None:
                          "gpushare100, gpuspec33, services), no gangs")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    from vecsched.adapters.sim.replay import Replay, ReplayConfig, load
+    from vecsched.adapters.replay import Replay, ReplayConfig, load
     from suite import WORKLOADS
     w = {x.name: x for x in WORKLOADS}[a.workload]
     trace = load(w.trace, a.groups, w.window)

@@ -35,8 +35,8 @@ LATENCY_S = 10.0        # the simulated cloud's drain latency (lifecycle.SimNode
 def tail_nodes(trace, seed: int):
     """(t0, T, [(GPUs, pod end times, largest first)]) of ``efficient-proxy`` at the
     first tick at or after the last arrival."""
-    from vecsched.adapters.sim.replay import Replay, ReplayConfig, make
-    from vecsched.adapters.sim.replay.warm_start import warm_start
+    from vecsched.adapters.replay import Replay, ReplayConfig, make
+    from vecsched.adapters.replay.warm_start import warm_start
     cfg = ReplayConfig(seed=seed)
     r = Replay(trace, make("efficient-proxy"), cfg)
     last = float(trace.arrival_s[-1])
@@ -87,8 +87,8 @@ def main() -> None:
     ap.add_argument("--cap", type=int, default=20)
     ap.add_argument("--deadlines", type=float, nargs="+", default=[0.0, 60.0])
     a = ap.parse_args()
-    from vecsched.adapters.sim.replay import load
-    from vecsched.adapters.sim.replay.simulation import DEFAULT_WINDOW
+    from vecsched.adapters.replay import load
+    from vecsched.adapters.replay.simulation import DEFAULT_WINDOW
     trace = load(None, None, DEFAULT_WINDOW)
     for seed in a.seeds:
         t0, end, nodes, idle = tail_nodes(trace, seed)

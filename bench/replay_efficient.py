@@ -5,7 +5,7 @@ choice), the FFD baseline and, with ``--ray``, Ray 2.60's own scheduler.
     .venv/bin/python bench/replay_efficient.py --seeds 0,1,2,3 --plot docs/efficient.png
     .venv/bin/python bench/replay_efficient.py --split     # where each one's GPU-hours go
 
-It runs ``vecsched.adapters.sim.replay.Replay`` with the registered schedulers (``efficient`` is
+It runs ``vecsched.adapters.replay.Replay`` with the registered schedulers (``efficient`` is
 ``EngineScheduler(mode="efficient")`` priced from the worker groups, ``efficient-proxy``
 the same priced by GPU-hours then node-hours) on the window and config ``vecsched replay``
 uses, and prints the metrics the issue's targets name, the ratios to the engine's
@@ -38,8 +38,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from vecsched.adapters.sim.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load  # noqa: E402
-from vecsched.adapters.sim.replay import make  # noqa: E402
+from vecsched.adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load  # noqa: E402
+from vecsched.adapters.replay import make  # noqa: E402
 
 KEYS = ("node_hours", "gpu_hours", "cost", "pending_p50_s", "pending_p95_s", "terminations",
         "never_placed", "requeued", "lost_gpu_hours", "tick_p50_ms", "scheduler_s")
@@ -70,7 +70,7 @@ class _Sampler:
                     "used in the tail": 0.0, "free in the tail": 0.0}
 
     def __call__(self, done: int, total: int) -> None:
-        from vecsched.adapters.sim.replay.cluster import SCALE
+        from vecsched.adapters.replay.cluster import SCALE
         c, dt = self.r.cluster, self.r.cfg.tick_s
         g = c.col.get("GPU")
         if g is None or not len(c.total):
@@ -169,7 +169,7 @@ LABELS = {"ray": "Ray 2.60 (= engine, ray-compat)",
 def _style(name: str) -> tuple:
     """(colour, marker, label): the replay plots' colours (palette.py), the engine's
     marker drawn as Ray's since it decides as Ray does on every tick."""
-    from vecsched.adapters.sim.replay.palette import scheduler_color, scheduler_marker
+    from vecsched.adapters.replay.palette import scheduler_color, scheduler_marker
     as_ = "ray" if name == "engine" else name
     return scheduler_color(as_), scheduler_marker(as_), LABELS[name]
 

@@ -4,7 +4,7 @@
     .venv/bin/python bench/suite.py                          # seeds 0-3 (~11 min here)
     .venv/bin/python bench/suite.py --workloads services --schedulers engine,efficient
 
-Each cell is one ``vecsched.adapters.sim.replay.Replay`` of one workload window, gang
+Each cell is one ``vecsched.adapters.replay.Replay`` of one workload window, gang
 share, seed and scheduler (``ReplayConfig(seed=seed)``: the ``vecsched replay``
 defaults; the seed drives the simulated cloud and the gang overlay). The workloads
 (``WORKLOADS``; ``docs/suite.md`` says why each is there):
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from vecsched.adapters.sim.replay import (DEFAULT_WINDOW, GangOverlay, Replay,  # noqa: E402
+from vecsched.adapters.replay import (DEFAULT_WINDOW, GangOverlay, Replay,  # noqa: E402
                                           ReplayConfig, Window, load, make)
 
 CELL_KEYS = ("workload", "gangs", "seed", "scheduler", "gpu_hours", "node_hours", "cost",

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from suite import WORKLOADS  # noqa: E402
-from vecsched.adapters.sim.replay import GangOverlay, Replay, ReplayConfig, load, make  # noqa: E402
+from vecsched.adapters.replay import GangOverlay, Replay, ReplayConfig, load, make  # noqa: E402
 from vecsched.engine.model.dtypes import Cause, Status  # noqa: E402
 
 NS = 1e9

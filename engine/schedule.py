@@ -25,7 +25,7 @@ def schedule(problem: Problem, *, mode: str = "ray-compat",
     """Decide launches, terminations and infeasible demand for one tick.
 
     ``mode`` "ray-compat" reproduces Ray 2.60's ResourceDemandScheduler decision
-    for decision (with the crash-class quirks fixed, see docs/SEMANTICS.md).
+    for decision (with the crash-class quirks fixed, see docs/ray-compat.md).
     ``pending_since`` / ``now_s``: the per-type timestamps of unneeded pending
     nodes from the previous tick and the current monotonic time (§5.1); the new
     timestamps come back in ``plan.pending_since``. The input is not modified.

@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         "replay", help="replay a trace through the instance lifecycle: engine vs baseline vs Ray",
         description="Replay a recorded trace on a simulated clock with each scheduler; print "
                     "a summary table and write PNG plots. Default: the last 2,000 openb pods, "
-                    "durations as recorded, arrivals 200x denser (see adapters/sim/replay/).")
+                    "durations as recorded, arrivals 200x denser (see adapters/replay/).")
     add_replay_arguments(r)
     r.set_defaults(fn=_replay)
     from .ha import register as register_ha_demo

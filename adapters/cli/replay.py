@@ -20,7 +20,7 @@ from .status import step
 from .warmup import warm_with_spinner
 
 METRICS_HELP = """\
-metrics (adapters/sim/replay/metrics.py defines each; the identities are checked every replay):
+metrics (adapters/replay/metrics.py defines each; the identities are checked every replay):
   pending time         arrival (or requeue) to placement; units still pending count their
                        wait so far
   node-hours           cloud instance allocated (ALLOCATED) to TERMINATED, boot included,
@@ -73,7 +73,7 @@ def run_demo(args) -> int:
     check_demo_args(args)
     from rich.table import Table
 
-    from vecsched.adapters.sim.replay.demo_tick import demo_tick, run_demo as decide
+    from vecsched.adapters.replay.demo_tick import demo_tick, run_demo as decide
 
     console = _console()
     with step(console, f"loading the {args.trace} trace and building the tick"):
@@ -168,7 +168,7 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
                    help="gang overlay: group about SHARE of the pods (e.g. 0.2) into "
                         "placement groups of 2-8 bundles, strategies PACK / SPREAD / "
                         "STRICT_PACK / STRICT_SPREAD, seeded by --seed (default 0: none; "
-                        "see adapters/sim/replay/placement_groups.py)")
+                        "see adapters/replay/placement_groups.py)")
     r.add_argument("--seed", type=int, default=0,
                    help="seed of the simulated cloud and the gang overlay")
     r.add_argument("--check-ray", action=argparse.BooleanOptionalAction, default=None,
@@ -192,11 +192,11 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
                    help="on every tick with pending placement groups, solve them with CP-SAT "
                         "(untimed, off the tick path) and write each scheduler's gap to "
                         "the optimum to summary.json (needs the solver extra; "
-                        "adapters/sim/replay/cross_check.py)")
+                        "adapters/replay/cross_check.py)")
     r.add_argument("--progress-every", type=float, default=10.0, metavar="SECONDS",
                    help="without a terminal (output to a file or a pipe): a progress line "
                         "at least every SECONDS, and at every tenth of the ticks (10)")
-    from vecsched.adapters.sim.replay.metrics import HELD_MIN_TICKS, HELD_SHARE
+    from vecsched.adapters.replay.metrics import HELD_MIN_TICKS, HELD_SHARE
     r.formatter_class = argparse.RawDescriptionHelpFormatter
     r.epilog = METRICS_HELP.format(share=HELD_SHARE, ticks=HELD_MIN_TICKS)
 
@@ -214,7 +214,7 @@ def replay_window(args, demo):
     replayed by rows, whose default is ``demo``'s window and scale (200x), stated in the
     header with how to turn it off. A trace file with no window: its last
     ``DEFAULT_LAST_S`` of arrivals (the whole trace if it is shorter), stated."""
-    from vecsched.adapters.sim.replay.window import Window, parse_seconds
+    from vecsched.adapters.replay.window import Window, parse_seconds
     from vecsched.adapters.traces import BUNDLED, TRACES
     t_from = None if args.t_from is None else parse_seconds(args.t_from, "--from")
     t_to = None if args.t_to is None else parse_seconds(args.t_to, "--to")
@@ -262,7 +262,7 @@ def summary(trace, config, results, *, compile_s: float, wall_s: float,
     """What ``summary.json`` holds: the trace and its scaling, the config, one metrics
     dict per scheduler (``schedulers.<name>``, same keys for every scheduler), the Ray
     check, and any ``extra`` top-level keys."""
-    from vecsched.adapters.sim.replay.metrics import DEFINITIONS
+    from vecsched.adapters.replay.metrics import DEFINITIONS
     out = {"trace": trace.name, "scaling": trace.scaling, "load": trace.load_info,
            "warnings": trace.warnings,
            "placement_groups": trace.gangs.describe(), "caps": trace.caps,
@@ -331,8 +331,8 @@ def run_replay(args) -> int:
     """Run ``vecsched replay``: load the trace, replay it under each scheduler asked for,
     print the report, write the plots and ``summary.json``; exit code 1 when
     ``--check-ray`` found a differing tick."""
-    from vecsched.adapters.sim.replay.registry import SCHEDULERS, make
-    from vecsched.adapters.sim.replay.simulation import Replay
+    from vecsched.adapters.replay.registry import SCHEDULERS, make
+    from vecsched.adapters.replay.simulation import Replay
 
     t_start = time.perf_counter()
     names, check = check_replay_args(args, list(SCHEDULERS))
@@ -344,12 +344,12 @@ def run_replay(args) -> int:
     config, trace = _load_replay(args)
     _print_trace(console, args, trace)
     compile_s = warm_with_spinner(console)["seconds"]
-    from vecsched.adapters.sim.replay.cross_check import for_command
+    from vecsched.adapters.replay.cross_check import for_command
     checker = for_command(args.cross_check, make)
     results = _run_all(console, names, check, trace, config,
                        checker.make if checker else make, Replay, args.progress_every)
     _print_results(console, results, checker)
-    from vecsched.adapters.sim.replay.plots import write_plots
+    from vecsched.adapters.replay.plots import write_plots
     paths = write_plots(results, args.out)
     wall = time.perf_counter() - t_start
     doc = summary(trace, config, results, compile_s=compile_s, wall_s=wall,
@@ -370,8 +370,8 @@ def _load_replay(args):
     from vecsched.engine.model.problem import ProblemError
 
     from vecsched.adapters.traces import TraceError
-    from vecsched.adapters.sim.replay.placement_groups import GangOverlay
-    from vecsched.adapters.sim.replay.simulation import DEFAULT_WINDOW, ReplayConfig, load
+    from vecsched.adapters.replay.placement_groups import GangOverlay
+    from vecsched.adapters.replay.simulation import DEFAULT_WINDOW, ReplayConfig, load
     try:
         window = replay_window(args, DEFAULT_WINDOW)
         config = ReplayConfig(seed=args.seed, idle_timeout_s=args.idle_timeout,
@@ -407,8 +407,8 @@ def _print_trace(console, args, trace) -> None:
 def _print_results(console, results, checker) -> None:
     """The report tables: warm starts, the summary and its legend, launch-limit
     warnings, the hours table and, with ``--cross-check``, its table."""
-    from vecsched.adapters.sim.replay.cross_check import table as cross_table
-    from vecsched.adapters.sim.replay.report import hours_table, legend, summary_table
+    from vecsched.adapters.replay.cross_check import table as cross_table
+    from vecsched.adapters.replay.report import hours_table, legend, summary_table
     for r in results:
         w = r.metrics.get("warm_start") or {}
         if w.get("units"):
@@ -453,7 +453,7 @@ def _run_all(console, names, check, trace, config, make, Replay, every_s: float 
              ) -> list:
     """Each scheduler's replay, with rich's progress bars on a terminal and progress
     lines otherwise (``ProgressLines``)."""
-    from vecsched.adapters.sim.replay.report import ProgressLines
+    from vecsched.adapters.replay.report import ProgressLines
     results = []
     if not console.is_terminal:
         for name in names:

@@ -1,5 +1,5 @@
 """`vecsched sweep GRID.toml --out DIR [--address ADDR]`: a grid of replays run as Ray
-tasks (``vecsched.adapters.sim.sweep``; the grid file: docs/sweep.md).
+tasks (``vecsched.adapters.sweep``; the grid file: docs/sweep.md).
 
 Prints a progress line as each cell finishes, then the non-dominated cells (cost or
 GPU-hours against pending p95) and writes ``DIR/results.parquet`` and
@@ -34,7 +34,7 @@ def _label(row: dict) -> str:
 
 def report(outcome, grid, out_dir, echo=print) -> None:
     """The non-dominated cells, and the plot when matplotlib is there."""
-    from vecsched.adapters.sim.sweep.results import Y, front, pareto_x, plot
+    from vecsched.adapters.sweep.results import Y, front, pareto_x, plot
     rows = outcome.rows
     if not rows:
         return
@@ -53,7 +53,7 @@ def report(outcome, grid, out_dir, echo=print) -> None:
 
 
 def run(args) -> int:
-    from vecsched.adapters.sim.sweep import GridError, read, run_sweep
+    from vecsched.adapters.sweep import GridError, read, run_sweep
     try:
         grid = read(args.grid)
     except GridError as e:

@@ -1,5 +1,5 @@
 """Whether the engine may be installed here: the mode asked for and the Ray
-version (adapters/ray/install.py; docs/RAY.md "Version guard")."""
+version (adapters/ray/install.py; docs/ray.md "Version guard")."""
 from __future__ import annotations
 
 import logging

@@ -115,7 +115,7 @@ def _gang_spec(g, i: int, old: dict, now: dict) -> tuple:
 
 def _type_spec(key: str, cfg, req: SchedulingRequest) -> NodeTypeSpec:
     # Ray looks a config up by its key, and gives the nodes it makes from it the
-    # config's own name (docs/SEMANTICS.md "key and name").
+    # config's own name (docs/ray-compat.md "key and name").
     return NodeTypeSpec(
         name=key,
         resources=dict(cfg.resources),

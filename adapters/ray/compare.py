@@ -43,7 +43,7 @@ def reply_diff(ray_reply: SchedulingReply, engine_reply: SchedulingReply) -> lis
 
 def ray_quirk(ray_reply: SchedulingReply) -> Optional[str]:
     """The documented crash-class quirk Ray's reply shows, where the engine differs on
-    purpose (docs/SEMANTICS.md, "Divergences"), or None."""
+    purpose (docs/ray-compat.md, "Divergences"), or None."""
     from ray.core.generated.instance_manager_pb2 import Instance
 
     for t in ray_reply.to_terminate:

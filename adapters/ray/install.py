@@ -1,4 +1,4 @@
-"""Put ``EngineScheduler`` into a real Ray autoscaler v2 (how to use it: docs/RAY.md).
+"""Put ``EngineScheduler`` into a real Ray autoscaler v2 (how to use it: docs/ray.md).
 
 Ray 2.60 has no setting that chooses the autoscaler's scheduler: ``Autoscaler.__init__``
 (``ray/autoscaler/v2/autoscaler.py``) builds ``ResourceDemandScheduler(event_logger)`` by

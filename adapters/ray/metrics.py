@@ -120,7 +120,7 @@ class SchedulerCollector:
     def _shadow(v):
         f = m.counter("shadow_diff_ticks", "Shadow mode: ticks on which the engine's "
                       "decisions differed from Ray's; documented=yes for the documented "
-                      "divergences (docs/SEMANTICS.md).", ["documented"])
+                      "divergences (docs/ray-compat.md).", ["documented"])
         errs = m.counter("shadow_errors", "Shadow mode: ticks on which the engine's "
                          "shadow pass failed.")
         if v is not None and v["mode"] == "shadow":

@@ -1,6 +1,6 @@
 """``RAY_START_HOOK=vecsched.adapters.ray.install.ray_start_hook ray start --head``: make
 ``ray start`` launch vecsched's monitor (adapters/monitor.py) instead of
-Ray's own, with the same arguments (docs/RAY.md, way 1)."""
+Ray's own, with the same arguments (docs/ray.md, way 1)."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""The stats file of an installed autoscaler scheduler (docs/RAY.md, "The stats
+"""The stats file of an installed autoscaler scheduler (docs/ray.md, "The stats
 file"): written atomically after every tick, read by tools and tests."""
 from __future__ import annotations
 

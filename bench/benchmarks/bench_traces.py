@@ -1,6 +1,6 @@
 """asv benchmarks on recorded traces: speed and quality side by side.
 
-Each benchmark replays a window of the bundled openb trace (``vecsched.adapters.sim.replay``: Ray's
+Each benchmark replays a window of the bundled openb trace (``vecsched.adapters.replay``: Ray's
 instance lifecycle on a simulated cloud and clock) once per worker-group set and per
 scheduler, in ``setup_cache``, recording the scheduler's input of every tick. Then:
 
@@ -10,13 +10,13 @@ scheduler, in ``setup_cache``, recording the scheduler's input of every tick. Th
   its vocabulary and caches carry over as in production; for the baseline its
   ``build_problem`` and packing). asv's median is the median tick.
 - ``TraceQuality.track_node_hours``, ``track_gpu_hours``, ``track_pending_p95_s`` are
-  the replay's quality figures (``adapters/sim/replay/metrics.py``), ``track_requeued`` the
+  the replay's quality figures (``adapters/replay/metrics.py``), ``track_requeued`` the
   units restarted because their node went (``efficient-consolidate`` stops low-use GPU
   nodes; 0 for the others), ``track_tick_p50_ms`` the median tick as the replay
   measured it.
 
 The schedulers are every registered one of ``BENCHED`` (an efficient mode registered in
-``vecsched.adapters.sim.replay.registry.SCHEDULERS`` as "efficient" is picked up with no change
+``vecsched.adapters.replay.registry.SCHEDULERS`` as "efficient" is picked up with no change
 here). Ray's own scheduler is not benchmarked: its decisions, hence its quality
 figures, are the engine's (``--check-ray``), and its speed is ``compare_ray.py``'s.
 
@@ -30,8 +30,8 @@ from __future__ import annotations
 from . import common  # noqa: F401,I001  (first: puts the repo root on sys.path)
 
 import vecsched.engine as engine
-from vecsched.adapters.sim.replay import GangOverlay, Replay, ReplayConfig, SCHEDULERS, Window, load, make
-from vecsched.adapters.sim.replay.schedulers import TickState
+from vecsched.adapters.replay import GangOverlay, Replay, ReplayConfig, SCHEDULERS, Window, load, make
+from vecsched.adapters.replay.schedulers import TickState
 from vecsched.adapters.traces import WORKER_GROUP_SETS
 
 BENCHED = tuple(n for n in ("engine", "baseline", "efficient", "efficient-consolidate")

@@ -1,6 +1,6 @@
 """Ray 2.60's scheduler with the engine's documented crash-class fixes applied,
 by wrapping (not copying) Ray's own phase functions, so every differential case
-can be compared in full (docs/SEMANTICS.md, "Divergences").
+can be compared in full (docs/ray-compat.md, "Divergences").
 
 - Q4: min-worker nodes are separate objects, so a global-cap cut names only the
   nodes it cuts; the engine then simply does not launch them, so Ray's

@@ -3,10 +3,10 @@
 This is the only module of `adapters/sim/ha/` (and nothing in `adapters/leader/`) that imports
 replay code, so a move of the replay needs only these imports re-pointed.
 """
-from vecsched.adapters.sim.replay.cluster import Cluster
-from vecsched.adapters.sim.replay.registry import make
-from vecsched.adapters.sim.replay.schedulers import Decision, TickState
-from vecsched.adapters.sim.replay.trace import HEAD_TYPE, LoadedTrace, Window, load
+from vecsched.adapters.replay.cluster import Cluster
+from vecsched.adapters.replay.registry import make
+from vecsched.adapters.replay.schedulers import Decision, TickState
+from vecsched.adapters.replay.trace import HEAD_TYPE, LoadedTrace, Window, load
 
 __all__ = ["Cluster", "Decision", "HEAD_TYPE", "LoadedTrace", "TickState", "Window", "load",
            "make"]

@@ -47,7 +47,7 @@ class NodeTypeSpec:
     recoverable: float = 1.0           # recoverable_resource_availabilities[type]
     ippr_max: Optional[tuple[float, float]] = None   # IPPR group (max CPU, max memory)
     # The type nodes made from this config carry (Ray's NodeTypeConfig.name) when
-    # it differs from ``name`` (the config's key): docs/SEMANTICS.md "key and name".
+    # it differs from ``name`` (the config's key): docs/ray-compat.md "key and name".
     launch_as: Optional[str] = None
 
 

@@ -1,6 +1,6 @@
 """Field checks of the engine's boundary: every quantity, count, timeout and
 fraction of a tick passes one of these once, and bad input raises a
-`ProblemError` naming the offending field (docs/SEMANTICS.md D6)."""
+`ProblemError` naming the offending field (docs/ray-compat.md D6)."""
 from __future__ import annotations
 
 import math

@@ -92,7 +92,7 @@ def _skipped(cols, status, sched, stale, kind, keep, disabled: bool) -> list:
             why = "RAY_RUNNING without a ray node (stale state)"
         elif not disabled:
             # Ray would terminate it as OUTDATED; a head is never terminated
-            # (divergence D1 in docs/SEMANTICS.md), so it is left out.
+            # (divergence D1 in docs/ray-compat.md), so it is left out.
             why = f"pending head of unknown type {cols.type[i]!r}"
         else:
             why = f"pending node of unknown type {cols.type[i]!r}"

@@ -1,7 +1,7 @@
 """The side-car's patch guard and group check as functions (no API server, no Ray):
 which groups are malformed, how a patch is named and addressed, what a failed guard's
 re-read decides. The same code against the API stand-in and Ray's provider:
-tests/sim/kube/test_kuberay_guards.py."""
+tests/adapters/sim/kube/test_kuberay_guards.py."""
 from __future__ import annotations
 
 import pytest

@@ -11,7 +11,7 @@ slow to delete, stale RayCluster reads, an external writer reverting ``replicas`
 * engine mode: Ray's scheduler runs beside the engine on every tick (the side-car's
   ``VECSCHED_RAY_CHECK=1``) and must agree on every one, so the patches sent are the
   ones Ray 2.60 would have sent;
-* shadow mode (docs/RAY.md): Ray's scheduler decides, the engine runs beside it, 0
+* shadow mode (docs/ray.md): Ray's scheduler decides, the engine runs beside it, 0
   differences, and the same scale-up patches as in engine mode (the scale-down
   patches name whichever pods went idle first: timing, not the scheduler).
 

@@ -9,7 +9,7 @@ from vecsched.engine.model.build.builder import NodeTypeSpec, RequestSpec, build
 from vecsched.engine.model.requests import GangSpec
 from vecsched.engine.model.validate import assert_plan
 
-from tests.engine.baseline.test_baseline import CPU4, running
+from tests.kits.engine_cases import CPU4, running
 
 PG = "_PG_abc"
 

@@ -17,7 +17,7 @@ from vecsched.engine.efficient.options import DEFAULT_TICK_BUDGET_S
 from vecsched.engine.model.validate import check_plan
 
 from tests.kits.ganggen import gang_tick
-from tests.engine.baseline.test_baseline import PLAN_ARRAYS
+from tests.kits.engine_cases import PLAN_ARRAYS
 
 pytest.importorskip("ortools")
 

@@ -111,9 +111,9 @@ def test_reaches_ray_as_outdated_and_reads_back():
     from ray.core.generated.instance_manager_pb2 import TerminationRequest
 
     from vecsched.adapters.ray.codec import CONSOLIDATION_DETAILS, engine_cause
-    from vecsched.adapters.ray.demand_specs import scheduling_request
+    from vecsched.adapters.replay.demand_specs import scheduling_request
     from vecsched.adapters.ray.scheduler import EngineScheduler
-    from vecsched.adapters.sim.replay.schedulers import reply_decision
+    from vecsched.adapters.replay.schedulers import reply_decision
 
     class _Events:
         def __init__(self):
@@ -147,13 +147,13 @@ def test_short_openb_replay_trades_restarts_for_gpu_hours():
     """The last 400 openb pods, arrivals x200, 300 s tail, seed 0: efficient-proxy
     with and without consolidation that stops a node at once (drain deadline 0, no
     budget to speak of, no stability window: the trade at its plainest; the drains
-    are tested in tests/sim/replay/test_replay_consolidation.py). Asserted:
+    are tested in tests/adapters/replay/test_replay_consolidation.py). Asserted:
     consolidation restarts some work (requeued > 0, lost GPU-hours > 0, its
     terminations counted as CONSOLIDATE), places every unit, and uses fewer
     GPU-hours even with the lost work."""
     pytest.importorskip("ray.autoscaler.v2.scheduler", reason="the replay's schedulers need ray")
-    from vecsched.adapters.sim.replay import Replay, ReplayConfig, Window, load, make
-    from vecsched.adapters.sim.replay.efficient import EfficientSched
+    from vecsched.adapters.replay import Replay, ReplayConfig, Window, load, make
+    from vecsched.adapters.replay.efficient import EfficientSched
     trace = load(None, None, Window(start=None, pods=400, arrival_scale=200.0))
     at_once = EfficientSched(options=EfficientOptions(
         consolidate=0.25, drain_deadline_s=0.0, consolidate_budget=1000), name="at-once")

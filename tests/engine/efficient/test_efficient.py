@@ -19,7 +19,7 @@ from vecsched.engine.solver import assignment_of_plan, build_instance, check_ass
 from vecsched.engine.model.validate import check_plan
 
 from tests.kits.ganggen import gang_tick, plain_tick
-from tests.engine.baseline.test_baseline import PLAN_ARRAYS, random_case
+from tests.kits.engine_cases import PLAN_ARRAYS, random_case
 
 GIB = float(2 ** 30)
 
@@ -301,9 +301,9 @@ def test_short_openb_replay_beats_ffd_and_rays_choice():
     0.6 x Ray's choice; pending p50 below FFD's and Ray's; GPU-hours within 1 % of FFD's;
     and without the reserve, below FFD on both."""
     pytest.importorskip("ray.autoscaler.v2.scheduler", reason="the replay's schedulers need ray")
-    from vecsched.adapters.sim.replay import Replay, ReplayConfig, Window, load
-    from vecsched.adapters.sim.replay import make
-    from vecsched.adapters.sim.replay.efficient import EfficientSched
+    from vecsched.adapters.replay import Replay, ReplayConfig, Window, load
+    from vecsched.adapters.replay import make
+    from vecsched.adapters.replay.efficient import EfficientSched
     trace = load(None, None, Window(start=None, pods=400, arrival_scale=200.0))
     no_reserve = EfficientSched(options=EfficientOptions(reserve=False), name="efficient-proxy")
     m = {name: Replay(trace, s, ReplayConfig(tail_s=300)).run().metrics

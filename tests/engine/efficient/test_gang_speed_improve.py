@@ -78,7 +78,7 @@ def test_per_unit_fallback_leaves_the_packing_as_the_kernel_does(monkeypatch):
 def _merge_pairs_twin(pk, costs, tf, rounds: int = 64) -> None:
     """Move 2 one round at a time: the node arrays and order rebuilt from the packing,
     the first mergeable pair searched (``first_merge``), merged, and again."""
-    from tests.engine.efficient.merge_reference import first_merge
+    from tests.kits.merge_reference import first_merge
     for _ in range(rounds):
         slots = pk.new_slots()
         if len(slots) < 2:

@@ -65,7 +65,7 @@ def test_missing_ortools_refuses_the_replay_and_engine_scheduler():
     pytest.importorskip("ray.autoscaler.v2.scheduler")
     out = _run(BLOCK + """
 from vecsched.engine.solver import SolverUnavailable
-from vecsched.adapters.sim.replay import make
+from vecsched.adapters.replay import make
 try:
     make("efficient")
 except SolverUnavailable as e:

@@ -28,8 +28,8 @@ import pytest
 from vecsched.engine import schedule
 from vecsched.engine.efficient import EfficientOptions, place
 
-from tests.engine.baseline.test_baseline import PLAN_ARRAYS, random_case
-from tests.engine.efficient.test_eff_kernels_place import ReadablePlace
+from tests.kits.engine_cases import PLAN_ARRAYS, random_case
+from tests.engine.kernels.test_eff_kernels_place import ReadablePlace
 from tests.kits.ganggen import gang_tick, plain_tick
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))

@@ -19,7 +19,7 @@ from vecsched.engine.model.dtypes import CNT, CODE, IDX, Cause, Kind, Status
 from vecsched.engine.model.termination import cap_victims, terminable
 from vecsched.engine.model.validate import check_plan
 
-from tests.engine.baseline.test_baseline import random_case
+from tests.kits.engine_cases import random_case
 from tests.kits.ganggen import gang_tick
 
 # the module, not the function vecsched.engine re-exports under the same name

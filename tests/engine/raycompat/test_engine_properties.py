@@ -10,7 +10,7 @@ from vecsched.engine import ProblemError, schedule
 from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
 from vecsched.engine.model.validate import check_plan
 
-from tests.engine.baseline.test_baseline import random_case
+from tests.kits.engine_cases import random_case
 from tests.kits.paths import BENCH
 
 FIELDS = ("launch", "term_node", "term_cause", "term_value", "infeasible", "infeasible_why",

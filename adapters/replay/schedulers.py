@@ -1,0 +1,337 @@
+"""The schedulers a replay can plug in, behind one small interface:
+
+    scheduler.start(clock)                 once, before the first tick (the simulated clock)
+    scheduler.decide(state) -> Decision    every tick; ``scheduler.seconds`` is then the
+                                           wall time of the scheduler call proper
+    scheduler.after(state, decision)       after the decision was applied (the Ray check)
+
+``decide`` is ``prepare`` (the scheduler's input, e.g. the protobuf request: untimed),
+``run`` (the call proper: timed) and ``decision`` (its output as a Decision); a
+benchmark times ``run`` on prepared inputs (bench/benchmarks/bench_traces.py).
+
+``TickState`` is the cluster as one autoscaler tick sees it, in the engine's plain specs
+(``NodeTypeSpec`` / ``NodeSpec`` / ``RequestSpec`` / ``GangSpec``) plus the instance id of
+every node. The engine and Ray are both handed the protobuf ``SchedulingRequest`` that
+``vecsched.adapters.replay.demand_specs.scheduling_request`` makes of it, what Ray's reconciler hands its
+scheduler in production:
+
+- ``engine``   ``EngineScheduler.schedule(request)`` — the production path (decode,
+  engine, encode). ONE ``EngineScheduler`` serves every tick of a replay, so its
+  pending-node idle tracking, resource vocabulary and decode caches carry over as they
+  do inside Ray's autoscaler; its clocks and ids are the simulation's.
+- ``baseline`` ``vecsched.engine.baseline.schedule_baseline(build_problem(state))``
+- ``ray``      Ray 2.60's ``ResourceDemandScheduler().schedule(request)``, one object
+  across ticks, reading time from the simulated clock.
+- ``efficient`` ``EngineScheduler(mode="efficient")`` (``efficient.py``): the engine's
+  cost-driven mode on the same production path, priced from the worker groups;
+  ``efficient-proxy`` the same priced by GPU-hours, then node-hours.
+
+``seconds`` times what runs in production: ``EngineScheduler.schedule`` /
+``ResourceDemandScheduler.schedule`` (not the request's construction, which is Ray's
+reconciler's work), and for the baseline its ``build_problem`` and its packing.
+
+A ``Decision`` is what the lifecycle applies (launches per type, terminations by instance
+id and cause) plus the infeasible units per bundle and the infeasible placement groups,
+which the report counts. ``Decision.key()`` normalises a decision for comparison
+(docs/ray-semantics.md §8): the launch multiset, the terminated (instance id, cause) set,
+the infeasible multiset, the infeasible placement groups.
+
+``registry.SCHEDULERS`` maps a name to a factory ``factory(check_ray=False) -> scheduler``; a new
+scheduler is one entry (``register``), and the command line, ``summary.json`` and the
+benchmarks pick it up by name.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+from vecsched.engine import build_problem
+from vecsched.engine.baseline.ffd import schedule_baseline
+from vecsched.engine.model.build.builder import NodeTypeSpec
+from vecsched.engine.model.dtypes import Status
+
+
+def bundle_key(resources) -> tuple:
+    """A resource bundle as a hashable, order-free key."""
+    return tuple(sorted((str(k), float(v)) for k, v in dict(resources).items()))
+
+
+@dataclass
+class TickState:
+    types: Sequence[NodeTypeSpec]
+    nodes: list                      # NodeSpec per instance, store order
+    ids: list                        # instance id of each node
+    requests: list                   # RequestSpec per pending shape, first-arrival order
+    idle_timeout_s: Optional[float] = 60.0
+    max_num_nodes: Optional[int] = None
+    gangs: list = field(default_factory=list)      # GangSpec per pending group
+    pending_idle_timeout_s: Optional[float] = None
+
+
+@dataclass
+class Decision:
+    launches: list                   # (type name, count), first-appearance order
+    terminations: list               # (instance id, dtypes.Cause)
+    infeasible: Counter              # bundle_key -> units left unplaced
+    quirks: int = 0                  # Ray terminations the instance manager cannot apply
+    infeasible_gangs: Counter = field(default_factory=Counter)   # group details -> count
+
+    def key(self) -> tuple:
+        launch = Counter()
+        for t, c in self.launches:
+            launch[t] += int(c)
+        return (tuple(sorted(launch.items())),
+                tuple(sorted((i, int(c)) for i, c in self.terminations)),
+                tuple(sorted((k, int(v)) for k, v in self.infeasible.items() if v)),
+                tuple(sorted((k, int(v)) for k, v in self.infeasible_gangs.items() if v)))
+
+    @property
+    def infeasible_units(self) -> int:
+        return int(sum(self.infeasible.values()))
+
+
+def describe_diff(a: Decision, b: Decision, names=("engine", "ray")) -> str:
+    parts = []
+    for what, x, y in zip(("launch", "terminate", "infeasible", "infeasible groups"),
+                          a.key(), b.key()):
+        if x != y:
+            parts.append(f"{what}: {names[0]}={list(x)} {names[1]}={list(y)}")
+    return "; ".join(parts)
+
+
+def _quiet_ray() -> None:
+    # Ray's scheduler logs every infeasible request and termination at INFO/WARNING.
+    for name in ("ray.autoscaler", "ray.autoscaler.v2"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def reply_decision(reply) -> Decision:
+    """A ``SchedulingReply`` (the engine's or Ray's) as a Decision. Terminations the
+    instance manager has no legal move for (Ray's quirks Q4 and Q13: an empty instance
+    id, or a REQUESTED / RAY_STOP_REQUESTED instance) are kept, and counted in
+    ``quirks``."""
+    from vecsched.adapters.ray.codec import engine_cause
+    launches = [(lr.instance_type, int(lr.count)) for lr in reply.to_launch]
+    terms, quirks = [], 0
+    for t in reply.to_terminate:
+        terms.append((t.instance_id, engine_cause(t)))
+        if not t.instance_id or t.instance_status in Status.UNTERMINABLE:
+            quirks += 1
+    infeasible: Counter = Counter()
+    for r in reply.infeasible_resource_requests:
+        infeasible[bundle_key(r.resources_bundle)] += 1
+    gangs: Counter = Counter(g.details for g in reply.infeasible_gang_resource_requests)
+    return Decision(launches, terms, infeasible, quirks, gangs)
+
+
+ray_decision = reply_decision            # the name this had before the engine used it too
+
+
+def ray_request(state: TickState):
+    """The ``SchedulingRequest`` Ray's reconciler would build for this tick."""
+    from vecsched.adapters.replay.demand_specs import scheduling_request
+    return scheduling_request(state.types, state.nodes, state.requests, ids=state.ids,
+                              gangs=state.gangs, idle_timeout_s=state.idle_timeout_s,
+                              max_num_nodes=state.max_num_nodes,
+                              pending_idle_timeout_s=state.pending_idle_timeout_s)
+
+
+def _problem(state: TickState):
+    return build_problem(state.types, state.nodes, state.requests, gangs=state.gangs,
+                         idle_timeout_s=state.idle_timeout_s,
+                         max_num_nodes=state.max_num_nodes,
+                         pending_idle_timeout_s=state.pending_idle_timeout_s)
+
+
+def _sequential(prefix: str) -> Callable[[], str]:
+    n = iter(range(1 << 62))
+    return lambda: f"{prefix}{next(n):08d}"
+
+
+class _Scheduler:
+    """``decide`` = ``decision(run(prepare(state)))``, with ``run`` timed."""
+    name = "?"
+    check = None
+    seconds = 0.0
+
+    def start(self, clock: Callable[[], int]) -> None:
+        pass
+
+    def prepare(self, state: TickState):
+        return state
+
+    def run(self, prepared):
+        raise NotImplementedError
+
+    def decision(self, out, prepared, state: TickState) -> Decision:
+        raise NotImplementedError
+
+    def decide(self, state: TickState) -> Decision:
+        prepared = self.prepare(state)
+        t0 = time.perf_counter()
+        try:
+            out = self.run(prepared)
+        finally:
+            self.seconds = time.perf_counter() - t0
+        return self.decision(out, prepared, state)
+
+    def after(self, state: TickState, decision: Decision) -> None:
+        pass
+
+
+class EngineSched(_Scheduler):
+    """The engine through ``EngineScheduler`` (see the module docstring). With
+    ``check_ray`` Ray's scheduler decides every tick's request too (untimed) and the
+    ticks whose decisions differ are counted. ``scheduler_kwargs`` go to
+    ``EngineScheduler``."""
+    name = "engine"
+
+    def __init__(self, check_ray: bool = False, *, name: Optional[str] = None,
+                 **scheduler_kwargs):
+        from vecsched.adapters.ray.scheduler import EngineScheduler
+        self.name = name or type(self).name
+        self.check = RayCheck() if check_ray else None
+        self._cls, self._kwargs = EngineScheduler, scheduler_kwargs
+        self.request = None
+        self.start(lambda: 0)
+
+    def start(self, clock: Callable[[], int]) -> None:
+        """A fresh EngineScheduler on the simulated clock ``clock`` (ns)."""
+        self.clock = clock
+        self.sched = self._cls(new_id=_sequential("lr-e"), now_ns=clock,
+                               monotonic=lambda: clock() / 1e9, **self._kwargs)
+        if self.check is not None:
+            self.check.start(clock)
+
+    def prepare(self, state: TickState):
+        self.request = ray_request(state)
+        return self.request
+
+    def run(self, request):
+        return self.sched.schedule(request)
+
+    def decision(self, reply, request, state: TickState) -> Decision:
+        return reply_decision(reply)
+
+    def after(self, state: TickState, decision: Decision) -> None:
+        if self.check is not None:
+            self.check.compare(self.request, decision)
+
+
+class BaselineSched(_Scheduler):
+    """The first-fit-decreasing baseline; its ``build_problem`` is timed with it (it is
+    the baseline's own decoding)."""
+    name = "baseline"
+
+    def run(self, state: TickState):
+        p = _problem(state)
+        return schedule_baseline(p), p
+
+    def decision(self, out, state, _state) -> Decision:
+        return _from_plan(out[0], out[1], state)
+
+
+def _from_plan(plan, problem, state: TickState) -> Decision:
+    launches = list(plan.launches().items())
+    terms = [(state.ids[int(problem.node_source[int(n)])], int(c))
+             for n, c in zip(plan.term_node, plan.term_cause)]
+    infeasible: Counter = Counter()
+    for s, k in enumerate(plan.infeasible):
+        if k:
+            infeasible[bundle_key(state.requests[s].resources)] += int(k)
+    gangs: Counter = Counter(problem.gang_names[g] for g in
+                             range(len(plan.gang_infeasible)) if plan.gang_infeasible[g])
+    return Decision(launches, terms, infeasible, infeasible_gangs=gangs)
+
+
+class _RayOnClock:
+    """Ray 2.60's ResourceDemandScheduler, one object across ticks, reading the
+    simulated clock (its pending-node idle tracking and request ids use it)."""
+
+    def __init__(self):
+        from ray.autoscaler.v2.scheduler import ResourceDemandScheduler
+        _quiet_ray()
+        self._rds = ResourceDemandScheduler()
+        self.clock = lambda: 0
+
+    def start(self, clock) -> None:
+        from ray.autoscaler.v2.scheduler import ResourceDemandScheduler
+        self._rds = ResourceDemandScheduler()
+        self.clock = clock
+
+    def schedule(self, request):
+        from vecsched.adapters.sim.raycluster.clock import scheduler_clock
+        with scheduler_clock(self.clock):
+            return self._rds.schedule(request)
+
+
+class RaySched(_Scheduler):
+    """Ray 2.60's own ResourceDemandScheduler (needs ``pip install vecsched[ray]``)."""
+    name = "ray"
+
+    def __init__(self):
+        self._ray = _RayOnClock()
+
+    def start(self, clock) -> None:
+        self._ray.start(clock)
+
+    def prepare(self, state: TickState):
+        return ray_request(state)
+
+    def run(self, request):
+        return self._ray.schedule(request)
+
+    def decision(self, reply, request, state: TickState) -> Decision:
+        return reply_decision(reply)
+
+
+@dataclass
+class RayCheck:
+    """Ray's decision on the same ``SchedulingRequest`` as the engine's, every tick."""
+    ticks: int = 0
+    differing: int = 0
+    quirk_ticks: int = 0             # differing ticks where Ray's reply shows Q4 / Q13
+    gang_ticks: int = 0              # ticks with pending placement groups
+    seconds: float = 0.0
+    examples: list = field(default_factory=list)   # (tick time, description), first few
+
+    def __post_init__(self):
+        self._ray = _RayOnClock()
+        self.now_s = 0.0
+
+    def start(self, clock) -> None:
+        self._ray.start(clock)
+
+    def compare(self, request, decision: Decision) -> Optional[Decision]:
+        t0 = time.perf_counter()
+        self.ticks += 1
+        self.gang_ticks += bool(request.gang_resource_requests)
+        try:
+            ray = reply_decision(self._ray.schedule(request))
+        except Exception as e:          # Ray's own crash-class quirks (Q3, Q12)
+            self.differing += 1
+            if len(self.examples) < 5:
+                self.examples.append((self.now_s, f"Ray raised {type(e).__name__}: {e}"))
+            return None
+        finally:
+            self.seconds += time.perf_counter() - t0
+        if ray.key() != decision.key():
+            self.differing += 1
+            self.quirk_ticks += ray.quirks > 0
+            if len(self.examples) < 5:
+                self.examples.append((self.now_s, describe_diff(decision, ray)))
+        return ray
+
+    def summary(self) -> dict:
+        return {"ticks": self.ticks, "differing": self.differing,
+                "differing_by_ray_quirk": self.quirk_ticks,
+                "ticks_with_placement_groups": self.gang_ticks, "seconds": self.seconds,
+                "examples": [f"t={t:.0f}s: {d}" for t, d in self.examples]}
+
+
+__all__ = ["TickState", "Decision", "EngineSched", "BaselineSched",
+           "RaySched", "RayCheck", "bundle_key", "reply_decision",
+           "ray_decision", "ray_request", "describe_diff"]

@@ -1,0 +1,75 @@
+"""The replay's plots: a colour keeps its meaning across runs (by scheduler and by worker
+group name, whatever the order of the results), and no legend covers the data."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from vecsched.adapters.replay import palette  # noqa: E402
+from vecsched.adapters.replay.plots import (figure_nodes, figure_pending,  # noqa: E402
+                                                figure_tick_time)
+from vecsched.adapters.replay.simulation import Replay, Window, load  # noqa: E402
+from vecsched.adapters.replay.registry import make  # noqa: E402
+
+WINDOW = Window(start=None, pods=120, arrival_scale=200.0)
+
+
+@pytest.fixture(scope="module")
+def results():
+    trace = load(None, None, WINDOW)
+    return [Replay(trace, make(name)).run() for name in ("baseline", "efficient")]
+
+
+def test_known_schedulers_have_fixed_distinct_colours():
+    colours = [palette.scheduler_color(n) for n in palette.SCHEDULERS]
+    assert len(set(colours)) == len(colours)
+    assert palette.scheduler_color("engine") == "tab:blue"
+    assert palette.scheduler_color("ray") == "tab:red"
+    assert palette.scheduler_color("baseline (FFD)") == palette.scheduler_color("baseline")
+    assert palette.scheduler_color("my-policy") == palette.scheduler_color("my-policy")
+
+
+def test_group_colours_depend_on_names_only():
+    names = ["g2-96c-384g-8gpu", "v100m16-8c-32g-1gpu", "t4-96c-384g-4gpu", "p100-8c-60g-2gpu",
+             "cpu-small", "cpu-large", "a10-32c-128g-1gpu", "h800-208c-1800g-8gpu"]
+    a = palette.group_colors(names)
+    assert a == palette.group_colors(list(reversed(names)))
+    assert len(set(a.values())) == len(names)              # distinct within a figure
+    # a group keeps its colour when it is drawn without collisions in another run
+    alone = palette.group_colors(["cpu-small"])["cpu-small"]
+    assert alone == palette.GROUPS[palette._slot("cpu-small", len(palette.GROUPS))]
+
+
+def _overlaps(fig) -> list:
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = list(fig.legends) + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    return [(i, j) for i, leg in enumerate(legends) for j, ax in enumerate(fig.axes)
+            if leg.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))]
+
+
+@pytest.mark.parametrize("figure", [figure_pending, figure_nodes, figure_tick_time])
+def test_no_legend_covers_an_axes(results, figure):
+    fig = figure(results)
+    assert _overlaps(fig) == []
+
+
+def test_the_overlap_check_sees_a_legend_inside(results):
+    fig = figure_pending(results)
+    fig.axes[0].legend(loc="upper left")
+    assert _overlaps(fig) != []
+
+
+def test_scheduler_colour_is_the_same_whatever_the_order(results):
+    def colours(rs):
+        fig = figure_pending(rs)
+        return {line.get_label(): line.get_color() for line in fig.axes[0].get_lines()}
+    assert colours(results) == colours(list(reversed(results)))
+
+
+def test_tick_time_has_one_panel_per_scheduler(results):
+    fig = figure_tick_time(results)
+    assert [ax.get_title(loc="left").split(":")[0] for ax in fig.axes] == ["baseline",
+                                                                           "efficient"]
+    assert all(ax.get_yscale() == "log" for ax in fig.axes)

@@ -1,0 +1,91 @@
+"""bench/suite.py on tiny windows: the cells carry exactly the issue's keys, the
+targets are checked as the issue states them, the table has a row per cell, and
+the cells are deterministic (the suite's own runs are long; these are not)."""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from vecsched.adapters.replay import Window
+
+pytest.importorskip("ray.autoscaler.v2.scheduler", reason="the engine runs through Ray's protobuf")
+
+SUITE_PY = Path(__file__).resolve().parents[3] / "bench" / "suite.py"
+TINY = Window(start=0, pods=60, arrival_scale=4.0)
+
+
+def _suite():
+    name = "vecsched_bench_suite_test"
+    spec = importlib.util.spec_from_file_location(name, SUITE_PY)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return _suite()
+
+
+@pytest.fixture(scope="module")
+def cells(suite):
+    w = [dataclasses.replace(suite.WORKLOADS[-1], window=TINY),            # services
+         dataclasses.replace(suite.WORKLOADS[0], window=Window(start=None, pods=80,
+                                                               arrival_scale=200.0))]
+    return suite.run_cells(w, [0], ["engine", "baseline", "efficient"])
+
+
+def test_cells_have_exactly_the_issue_keys(suite, cells):
+    assert suite.CELL_KEYS == (
+        "workload", "gangs", "seed", "scheduler", "gpu_hours", "node_hours", "cost",
+        "pending_p50_s", "pending_p95_s", "launches", "cancelled_before_join", "restarts",
+        "tick_p50_ms", "tick_max_ms")
+    # services plain; openb plain and with gangs: 3 windows x 3 schedulers
+    assert [(c["workload"], c["gangs"]) for c in cells[::3]] == [
+        ("services", 0.0), ("openb", 0.0), ("openb", 0.2)]
+    for c in cells:
+        assert tuple(c) == suite.CELL_KEYS
+        assert c["launches"] > 0 and c["cost"] > 0 and c["cancelled_before_join"] >= 0
+    json.dumps({"cells": cells})                  # plain JSON values
+
+
+def test_cells_are_deterministic(suite, cells):
+    again = suite.run_cells([dataclasses.replace(suite.WORKLOADS[-1], window=TINY)], [0],
+                            ["engine", "baseline", "efficient"])
+    strip = lambda c: {k: v for k, v in c.items() if not k.startswith("tick")}  # noqa: E731
+    assert [strip(c) for c in again] == [strip(c) for c in cells[:3]]
+
+
+def test_targets_as_the_issue_states_them(suite):
+    ray = {"cost": 10.0, "gpu_hours": 10.0, "node_hours": 5.0, "pending_p50_s": 10.0,
+           "pending_p95_s": 20.0}
+    ffd = dict(ray, cost=9.0, gpu_hours=11.0)
+    ok = dict(ray, cost=9.0, gpu_hours=10.0, node_hours=5.0, pending_p50_s=11.0,
+              pending_p95_s=21.0, launches=20, cancelled_before_join=1)
+    assert all(suite.check(ok, ray, ffd).values())
+    bad = dict(ok, cost=9.5, gpu_hours=10.5, node_hours=5.1, pending_p50_s=11.1,
+               pending_p95_s=21.1, cancelled_before_join=2)
+    assert not any(suite.check(bad, ray, ffd).values())
+
+
+def test_table_and_averages(suite, cells):
+    lines = suite.table(cells).splitlines()
+    assert len(lines) == 2 + len(cells)
+    assert all(line.count("|") == lines[0].count("|") for line in lines)
+    eff = [line for line in lines if "| efficient |" in line]
+    assert len(eff) == 3 and all(not line.rstrip().endswith("|  |") for line in eff)
+    avg = suite.averages(cells)
+    assert avg["cells"] == 3 and avg["mean_cost_over_best"] > 0
+
+
+def test_unknown_names_are_refused(suite, tmp_path):
+    with pytest.raises(SystemExit, match="--workloads: unknown nope"):
+        suite.main(["--workloads", "nope", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="--seeds"):
+        suite.main(["--seeds", "a", "--out", str(tmp_path)])
