@@ -9,7 +9,8 @@ One concept per module:
 | ``window.py`` | the replayed window: by rows or by time, the arrival scale |
 | ``config.py`` | ``ReplayConfig`` (tick, timeouts, launch limits, the simulated cloud), ``DEFAULT_WINDOW`` |
 | ``world.py`` | the simulated world: clock, cloud, instance store, cluster, and their sync |
-| ``cluster.py`` | the stand-in for Ray's raylets and placement group scheduler |
+| ``cluster.py`` | the stand-in for Ray's raylets and the GCS: nodes, units, what a node reports |
+| ``placement.py`` | where the stand-in puts pending work (order, first-fit, placement groups) |
 | ``draining.py`` | consolidation drains with a deadline, on the simulated cloud |
 | ``view.py`` | the scheduler's view of a tick (``TickState``), built once per tick |
 | ``interface.py`` | ``TickState``, ``Decision`` and ``ReplayScheduler``, the base of every scheduler |

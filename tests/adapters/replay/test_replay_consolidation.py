@@ -28,12 +28,12 @@ def run():
                             consolidate_budget=BUDGET, consolidate_per_tick=BUDGET)
     r = Replay(trace, EfficientSched(options=opts, name="cons"), ReplayConfig(tail_s=300))
     starts = []                                  # (unit, slot, time) of every placement
-    start = r.cluster._start
+    start = r.cluster.start_unit
 
     def record(u, slot, now):
         starts.append((int(u), int(slot), float(now)))
         start(u, slot, now)
-    r.cluster._start = record
+    r.cluster.start_unit = record
     res = r.run()
     return r, res.metrics, starts
 
