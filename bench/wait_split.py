@@ -63,7 +63,7 @@ class Watch:
         self.blocked: collections.Counter = collections.Counter()
         self.free_gpu: list = []
         self._seen: set = set()
-        start, place = cluster._start, cluster.place
+        start, place = cluster.start_unit, cluster.place
 
         def _start(c, u, slot, now):
             self.starts.append((u, float(c.pending_since[u]), now, slot))
@@ -73,11 +73,11 @@ class Watch:
             n = place(now)
             self._pass(c, now)
             return n
-        cluster._start = types.MethodType(_start, cluster)
+        cluster.start_unit = types.MethodType(_start, cluster)
         cluster.place = types.MethodType(_place, cluster)
 
     def _pass(self, c, now: float) -> None:
-        g = c._gpu_col
+        g = c.gpu_col
         idx = np.flatnonzero(c.placeable)
         free = c.total[idx] - c.used[idx]
         if g is not None:

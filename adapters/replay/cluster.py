@@ -4,30 +4,9 @@ group scheduler (and the GCS resource view).
 Ray's autoscaler never places work; raylets and the GCS do, and the autoscaler sees what
 is left over as pending demand. This module plays that part, deliberately simply:
 
-- **Order.** Pending work is visited oldest first: independent units grouped by shape
-  (a shape at the time of its oldest pending unit; ties: first appearance in the trace)
-  and placement groups (at the time they became pending) in one order, shapes before
-  groups at equal times. Within a shape the oldest units go first. Work that does not
-  fit is skipped, so it never blocks the work behind it (no head-of-line blocking).
-- **Independent units.** A shape goes first-fit over the placeable nodes in the order
-  they joined the cluster (the head first), as many units per node as fit:
-  ``min_r floor(free[r] / qty[r])``.
-- **GPU nodes avoided for CPU-only work**, as Ray 2.60's raylet does by default
-  (``RAY_scheduler_avoid_gpu_nodes``, default on: the hybrid scheduling policy of Ray's
-  cluster resource scheduler, which places tasks and actors). A unit whose bundle asks
-  for no GPU first goes to a node without GPUs (no ``GPU`` in its totals) that has the
-  room now; only when no such node has room does it go to any node, GPU nodes
-  included. A unit that asks for a GPU goes to any node. Placement-group bundles are
-  placed without this rule (Ray's bundle policies do not apply it), and a group's
-  members run in their bundles. ``avoid_gpu_nodes=False`` is Ray with the setting off.
-  (What the raylet picks among the nodes with room - the least utilised below a
-  spread threshold, at random among the top k - is not modelled: first-fit here.)
-- **Placement groups** are placed atomically (every bundle or none), over the same
-  nodes in the same order, by strategy: STRICT_PACK puts the summed bundle on the first
-  node that holds it; PACK does the same if one node can, else places the bundles one by
-  one first-fit; STRICT_SPREAD places each bundle on the first node holding none of the
-  group's bundles yet; SPREAD prefers such a node and falls back to any node that fits.
-  A placed bundle reserves its resources on the node, and its member unit runs in it.
+- **Placement** (``placement.py``): oldest work first, first-fit over the placeable
+  nodes in join order, GPU nodes avoided for CPU-only work as Ray's raylet does,
+  placement groups atomically by strategy.
 - **Placeable** means RAY_RUNNING. A node being drained (RAY_STOP_REQUESTED, RAY_STOPPING)
   keeps what runs on it but takes nothing new.
 - **Holding.** A placed unit holds its resources for its duration, then frees them; a
@@ -71,6 +50,7 @@ import numpy as np
 
 from vecsched.engine.model.dtypes import IMPLICIT_PREFIX
 
+from .placement import place
 from .placement_groups import Gangs
 
 SCALE = 10_000          # Ray's RESOURCE_UNIT_SCALING
@@ -103,7 +83,7 @@ class Cluster:
         # shapes that ask for no GPU (Ray's ResourceRequest.Has(GPU) is false)
         self.shape_cpu_only = (np.ones(len(shapes), bool) if gpu is None
                                else self.shape_fp[:, gpu] <= 0)
-        self._gpu_col = gpu
+        self.gpu_col = gpu                 # the GPU column, None without GPUs
         self.arrival = arrival_s
         self.arrived = 0                 # units arrived so far (play_until)
         self.duration = duration_s
@@ -320,7 +300,9 @@ class Cluster:
             n += 1
         return n
 
-    def _start(self, u: int, slot: int, now: float) -> None:
+    def start_unit(self, u: int, slot: int, now: float) -> None:
+        """Unit ``u`` starts on node ``slot`` at ``now`` (its resources are the caller's
+        to take: ``placement.place``)."""
         self.node_of[u] = slot
         self.placed_at[u] = now
         self.waits.append(now - self.pending_since[u])
@@ -329,78 +311,9 @@ class Cluster:
                                       int(self.gen[u])))
         self._seq += 1
 
-    def _work_order(self) -> list[tuple]:
-        """Pending work oldest first: (since, 0, shape) and (since, 1, group)."""
-        work = [(self.pending_since[q[0]], 0, s) for s, q in enumerate(self.queues) if q]
-        work += [(self.gang_since[g], 1, g) for g in self.gang_pending]
-        return sorted(work)
-
     def place(self, now: float) -> int:
-        """One placement pass (see the module docstring); returns units placed."""
-        if not self.dirty:
-            return 0
-        self.dirty = False
-        if self.n_pending == 0 or not self.placeable.any():
-            return 0
-        placed = 0
-        idx = np.flatnonzero(self.placeable)        # join order, the head first
-        total = self.total[idx]
-        used = self.used[idx]
-        gpu_node = (total[:, self._gpu_col] > 0 if self._gpu_col is not None
-                    else np.zeros(idx.size, bool))
-        avoid = self.avoid_gpu_nodes and gpu_node.any()
-        for _, kind, s in self._work_order():
-            if kind == 1:
-                placed += self._place_gang(s, idx, total, used, now)
-                continue
-            q = self.queues[s]
-            want = len(q)
-            pos = self.shape_pos[s]
-            if pos.size == 0:
-                fits = np.full(idx.size, want, dtype=np.int64)
-            else:
-                free = total[:, pos] - used[:, pos]
-                fits = (free // self.shape_fp[s, pos]).min(axis=1)
-            if not fits.any():
-                continue
-            if avoid and self.shape_cpu_only[s]:
-                # nodes without GPUs first (first-fit), then GPU nodes for the rest: unit
-                # by unit (oldest first) this is the raylet's rule, as every node without
-                # GPUs that has room is used before any fallback
-                order = np.concatenate([np.flatnonzero(~gpu_node), np.flatnonzero(gpu_node)])
-            else:
-                order = np.arange(idx.size)
-            take = np.zeros_like(fits)
-            take[order] = _first_fit(fits[order], want)
-            for j in order[take[order] > 0]:
-                k = int(take[j])
-                slot = int(idx[j])
-                used[j] += k * self.shape_fp[s]
-                for _ in range(k):
-                    self._start(q.popleft(), slot, now)
-                    self.n_pending -= 1
-                    self.n_running += 1
-            placed += int(take.sum())
-            if self.n_pending == 0:
-                break
-        self.used[idx] = used
-        return placed
-
-    def _place_gang(self, g: int, idx, total, used, now: float) -> int:
-        """Place every bundle of group g or none (see the module docstring)."""
-        rows = self.gang_fp[g]
-        where = _gang_slots(self.gangs.strategy[g], rows, total - used)
-        if where is None:
-            return 0
-        members = self.gangs.members(g)
-        for j, u in zip(where, members):
-            used[j] += self.shape_fp[int(self.unit_shape[u])]
-            self._start(int(u), int(idx[j]), now)
-        self.gang_pending.remove(g)
-        self.gang_since[g] = np.nan
-        self.n_pending -= len(members)
-        self.n_running += len(members)
-        return len(members)
+        """One placement pass (``placement.place``); returns units placed."""
+        return place(self, now)
 
     def pending_runs(self) -> list[tuple[int, int]]:
         """(shape, count) of pending independent units, shapes in order of their oldest
@@ -419,48 +332,3 @@ class Cluster:
                 s = int(self.unit_shape[u])
                 self.used_seconds += self.shape_fp[s] / SCALE * (now - self.placed_at[u])
 
-
-def _first_fit(fits: np.ndarray, want: int) -> np.ndarray:
-    """(M,) units per row when ``want`` units go to the rows in order, each row taking
-    as many as it fits (``fits``) before the next row gets any."""
-    before = np.cumsum(fits) - fits
-    return np.clip(want - before, 0, fits)
-
-
-def _fits_on(free: np.ndarray, need: np.ndarray) -> np.ndarray:
-    """(M,) bool: rows of free (M, R) that hold need (R,)."""
-    return (free >= need).all(axis=1)
-
-
-def _gang_slots(strategy: str, rows: np.ndarray, free: np.ndarray):
-    """Row index into ``free`` for each bundle of ``rows`` (B, R), or None if the group
-    does not fit as its strategy asks."""
-    B = rows.shape[0]
-    if strategy in ("STRICT_PACK", "PACK"):
-        one = np.flatnonzero(_fits_on(free, rows.sum(axis=0)))
-        if one.size:
-            return [int(one[0])] * B
-        if strategy == "STRICT_PACK":
-            return None
-    free = free.copy()
-    used_by_group = np.zeros(free.shape[0], dtype=bool)
-    out = []
-    for b in range(B):
-        ok = _fits_on(free, rows[b])
-        if strategy in ("SPREAD", "STRICT_SPREAD"):
-            fresh = np.flatnonzero(ok & ~used_by_group)
-            if fresh.size:
-                j = int(fresh[0])
-            elif strategy == "SPREAD" and ok.any():
-                j = int(np.flatnonzero(ok)[0])
-            else:
-                return None
-        else:
-            hit = np.flatnonzero(ok)
-            if not hit.size:
-                return None
-            j = int(hit[0])
-        free[j] -= rows[b]
-        used_by_group[j] = True
-        out.append(j)
-    return out
