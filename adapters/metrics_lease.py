@@ -93,9 +93,11 @@ class LeaseCollector:
         return fams
 
 
-def serve_lease_metrics(lease, port: int, addr: str = "0.0.0.0"):
-    """Serve ``lease``'s metrics on ``addr:port`` (``0``: a free port) from a registry of
-    ours; returns ``(registry, port)``, or ``(None, None)`` without prometheus_client.
+def serve_lease_metrics(lease, port: int, addr=None):
+    """Serve ``lease``'s metrics on ``addr:port`` (``0``: a free port; ``addr`` None:
+    ``VECSCHED_METRICS_HOST``, else 127.0.0.1) from a registry of ours; returns
+    ``(registry, port)``, or ``(None, None)`` without prometheus_client. A port already
+    taken raises ``metrics.MetricsPortTaken`` naming it.
 
     The hook for an HA replica: call it once after building its ``Lease``."""
     if not m.available():
