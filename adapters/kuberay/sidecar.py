@@ -112,6 +112,7 @@ class Ledger:
         self.patches: list = []
         self.conflicts: list = []
         self.findings: list = []
+        self.malformed: list = []         # what the last read left out of Ray's view
         self.stale_reads: list = []
         self.guard = {"guarded_patches": 0, "guard_failures": 0, "version_retries": 0,
                       "moved_retries": 0, "refused": 0, "wrong_group_patches": 0}
@@ -205,6 +206,8 @@ class Ledger:
     def _report_malformed(self, cr: dict) -> None:
         _, problems = split_groups(cr)
         name = (cr.get("metadata") or {}).get("name")
+        self.malformed = [{k: p[k] for k in ("group", "field", "action", "reason")}
+                          for p in problems]
         for p in problems:
             key = ("malformed", p["field"], repr(p["value"]), p["group"])
             if key in self._reported:
@@ -340,7 +343,8 @@ class Ledger:
         with self._lock:
             return copy.deepcopy({"pid": os.getpid(), "updated_at": self.clock(),
                                   "patches": self.patches, "conflicts": self.conflicts,
-                                  "findings": self.findings, "stale_reads": self.stale_reads,
+                                  "findings": self.findings, "malformed": self.malformed,
+                                  "stale_reads": self.stale_reads,
                                   "guard": self.guard,
                                   "wrong_group_patches": self.wrong_group_patches,
                                   "ray_check": self.check})
