@@ -28,6 +28,7 @@ from typing import Optional
 
 import requests
 
+from . import wire_audit
 from .local_cluster import NS, LocalKubeRay, Sampler
 
 CLUSTER = "kuberay-demo"
@@ -178,6 +179,9 @@ def collect(kr: LocalKubeRay, sampler: Sampler, rec: dict) -> None:
     rec["wire_puts"] = [{"t": e["t"], "manager": e["manager"], "status": e["status"],
                          "path": e["path"]}
                         for e in (kr.api.requests("PUT", "rayclusters") if kr.api else [])]
+    if kr.api:       # judged from the stand-in's own record (wire_audit.py)
+        rec["audit"] = wire_audit.counts(kr.api.requests(), kr.api.store.journal, kr.name,
+                                         rec["ledger"].get("conflicts", []))
 
 
 def result_json(rec: dict, t0: Optional[float] = None) -> dict:
@@ -188,6 +192,7 @@ def result_json(rec: dict, t0: Optional[float] = None) -> dict:
             groups.setdefault(g, []).append([row["t"], r, row["pods"].get(g, 0)])
     led = rec.get("ledger") or {}
     st = rec.get("stats") or {}
+    audit = rec.get("audit") or {}
     t0 = rec.get("t0_wall", 0.0) if t0 is None else t0
 
     def rel(items):                       # wall-clock "t" -> seconds on the timeline
@@ -202,9 +207,14 @@ def result_json(rec: dict, t0: Optional[float] = None) -> dict:
         "conflicts": rel(led.get("conflicts", [])),
         "findings": rel(led.get("findings", [])),
         "stale_reads": rel(led.get("stale_reads", [])),
-        # patches that landed on a group other than the one meant (must be 0), the
-        # guard's counters, and the conflicts it caught, by kind
-        "wrong_group_patches": (led.get("guard") or {}).get("wrong_group_patches"),
+        # from the API stand-in's own record (wire_audit.py): patches that landed on a
+        # group other than the one meant, and other writers' replicas writes the
+        # autoscaler overwrote with no conflict reported (both must be 0); then the
+        # guard's own counters and the conflicts it caught, by kind
+        "wrong_group_patches": audit.get("wrong_group_patches"),
+        "overwrites": audit.get("overwrites"),
+        "overwrites_unreported": audit.get("overwrites_unreported"),
+        "audit": audit.get("detail"),
         "guard": led.get("guard", {}),
         "conflicts_caught": {k: sum(1 for c in led.get("conflicts", []) if c["kind"] == k)
                              for k in sorted({c["kind"] for c in led.get("conflicts", [])})},
