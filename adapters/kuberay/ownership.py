@@ -12,6 +12,9 @@ Only a landed patch's own ``replicas`` ops move the expectation: a patch that la
 after an unrelated write (the guard re-sends it) returns an object with that write
 in it, which the next read must still report. The first read after a start sets the
 expectation without reporting: there is nothing to compare with.
+
+Who wrote: :func:`owner` (the last manager of ``spec.workerGroupSpecs`` in
+``managedFields``) and :func:`writer_of` (the last manager of one field).
 """
 from __future__ import annotations
 
@@ -77,3 +80,35 @@ def conflict_message(c: dict) -> str:
             f"decrease to the pods it observes at its next scale request); people own "
             f"minReplicas/maxReplicas. Exclude {c['field']} from GitOps sync (e.g. Argo CD "
             f"ignoreDifferences with RespectIgnoreDifferences=true).")
+
+
+def owner(cr: dict, exclude: Optional[str]) -> Optional[str]:
+    """The manager that last wrote ``spec.workerGroupSpecs`` (other than ``exclude``)."""
+    best = None
+    for e in (cr.get("metadata") or {}).get("managedFields") or []:
+        f = (e.get("fieldsV1") or {}).get("f:spec") or {}
+        if "f:workerGroupSpecs" in f and e.get("manager") != exclude:
+            if best is None or (e.get("time") or "") >= (best.get("time") or ""):
+                best = e
+    return best.get("manager") if best else None
+
+
+def writer_of(cr: dict, path: str, exclude: Optional[str]) -> Optional[str]:
+    """The manager that last wrote the field at JSON pointer ``path`` (lists are owned
+    whole), other than ``exclude``."""
+    keys = []
+    for part in path.strip("/").split("/"):
+        if part.isdigit() or part == "-":
+            break
+        keys.append("f:" + part.replace("~1", "/").replace("~0", "~"))
+    best = None
+    for e in (cr.get("metadata") or {}).get("managedFields") or []:
+        node = e.get("fieldsV1") or {}
+        for k in keys:
+            node = node.get(k) if isinstance(node, dict) else None
+            if node is None:
+                break
+        if node is not None and e.get("manager") != exclude:
+            if best is None or (e.get("time") or "") >= (best.get("time") or ""):
+                best = e
+    return best.get("manager") if best else None

@@ -47,7 +47,9 @@ from vecsched.adapters.files import write_json
 
 from .client import tracking_client  # noqa: F401  (re-exported: the side-car's client)
 from .groups import group_problem, split_groups
-from .ownership import Ownership, conflict_entry, conflict_message
+from .guard_report import failure_conflicts
+from .ownership import (Ownership, conflict_entry, conflict_message, owner as _owner,
+                        writer_of as _writer_of)
 from .provider import skipping_provider
 from .guard import wrong_groups
 
@@ -70,38 +72,6 @@ def _rv(obj) -> Optional[int]:
         return int(obj["metadata"]["resourceVersion"])
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def _owner(cr: dict, exclude: Optional[str]) -> Optional[str]:
-    """The manager that last wrote ``spec.workerGroupSpecs`` (other than ``exclude``)."""
-    best = None
-    for e in (cr.get("metadata") or {}).get("managedFields") or []:
-        f = (e.get("fieldsV1") or {}).get("f:spec") or {}
-        if "f:workerGroupSpecs" in f and e.get("manager") != exclude:
-            if best is None or (e.get("time") or "") >= (best.get("time") or ""):
-                best = e
-    return best.get("manager") if best else None
-
-
-def _writer_of(cr: dict, path: str, exclude: Optional[str]) -> Optional[str]:
-    """The manager that last wrote the field at JSON pointer ``path`` (lists are owned
-    whole), other than ``exclude``."""
-    keys = []
-    for part in path.strip("/").split("/"):
-        if part.isdigit() or part == "-":
-            break
-        keys.append("f:" + part.replace("~1", "/").replace("~0", "~"))
-    best = None
-    for e in (cr.get("metadata") or {}).get("managedFields") or []:
-        node = e.get("fieldsV1") or {}
-        for k in keys:
-            node = node.get(k) if isinstance(node, dict) else None
-            if node is None:
-                break
-        if node is not None and e.get("manager") != exclude:
-            if best is None or (e.get("time") or "") >= (best.get("time") or ""):
-                best = e
-    return best.get("manager") if best else None
 
 
 class Ledger:
@@ -241,39 +211,13 @@ class Ledger:
         with self._lock:
             self.guard["guard_failures"] += 1
             t, writer = self.clock(), _owner(fresh, self._our_manager) or "unknown"
-            for g, (was, now) in verdict.moved.items():
-                self.conflicts.append({
-                    "t": t, "kind": "group_moved", "cluster": cluster, "group": g,
-                    "field": "spec.workerGroupSpecs", "index_decided_on": was,
-                    "index_now": now, "writer": writer, "status": status,
-                    "resource_version": _rv(fresh), "decided_on": _rv(basis)})
-                logger.warning("vecsched kuberay: RayCluster %s: worker group %s moved from "
-                               "index %s to %s between the read and the patch (writer %r); "
-                               "the patch was refused (%s) and is sent to index %s",
-                               cluster, g, was, now, writer, status, now)
             for g, field, was, now in verdict.changed:
                 self._changed_under_patch(cluster, g, field, was, now, writer, fresh)
-            for g, field, why in verdict.identity:
-                self.conflicts.append({"t": t, "kind": "group_identity", "cluster": cluster,
-                                       "group": g, "field": field, "reason": why,
-                                       "writer": writer, "status": status,
-                                       "resource_version": _rv(fresh)})
-                logger.warning("vecsched kuberay: RayCluster %s: worker group %s: %s %s "
-                               "between the read and the patch (writer %r); not patched, "
-                               "the next tick decides again", cluster, g, field, why,
-                               writer)
-            for g in verdict.gone:
-                self.conflicts.append({"t": t, "kind": "group_gone", "cluster": cluster,
-                                       "group": g, "field": "spec.workerGroupSpecs",
-                                       "writer": writer, "resource_version": _rv(fresh)})
-            for _, path, was, now in verdict.other:
-                who = _writer_of(fresh, path, self._our_manager) or writer
-                self.conflicts.append({"t": t, "kind": "field_changed", "cluster": cluster,
-                                       "field": path, "decided_on": was, "found": now,
-                                       "writer": who, "resource_version": _rv(fresh)})
-                logger.warning("vecsched kuberay: RayCluster %s: %s changed from %r to %r "
-                               "between the read and the patch (writer %r); not patched",
-                               cluster, path, was, now, who)
+            for entry, message in failure_conflicts(
+                    t, cluster, status, verdict, _rv(basis), _rv(fresh), writer,
+                    lambda path: _writer_of(fresh, path, self._our_manager)):
+                self.conflicts.append(entry)
+                logger.warning(message)
             if verdict.retry:
                 self.guard["moved_retries" if verdict.moved else "version_retries"] += 1
             else:

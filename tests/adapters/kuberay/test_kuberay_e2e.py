@@ -79,6 +79,10 @@ def test_kuberay_engine_end_to_end(tmp_path):
     rec = _run("engine", tmp_path)
     verdicts = checks(rec)
     assert all(ok for ok, _ in verdicts.values()), verdicts
+    # judged from the API stand-in's record: the GitOps revert was overwritten only
+    # after it was reported, and no patch landed on another group
+    audit = rec["audit"]
+    assert audit["wrong_group_patches"] == 0 and audit["overwrites_unreported"] == 0, audit
     st, led = rec["stats"], rec["ledger"]
     # every decision after the kernels' background warm-up was the engine's (Ray's
     # scheduler decides the ticks before it, adapters/ray/autoscaler_scheduler.py);
