@@ -28,9 +28,9 @@ from __future__ import annotations
 import copy
 import time
 
-from .local_cluster import NS, LocalKubeRay, Sampler
+from .local_cluster import NS, LocalKubeRay
 from .reorder import _until
-from .scenario import GITOPS_MANAGER, _ray_nodes, collect
+from .scenario import GITOPS_MANAGER, _ray_nodes, recorded_run, start_phase
 
 COPY_IMAGE = "rayproject/ray:2.60.0-copy"
 _COUNTS = ("replicas", "minReplicas", "maxReplicas", "numOfHosts", "scaleStrategy")
@@ -81,23 +81,10 @@ def _conflict(kr: LocalKubeRay, kind: str, n: int = 1) -> bool:
 
 def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
     """Drive the scenario on a started cluster; the caller stops it."""
-    import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    rec: dict = {"phases": [], "scenario": "duplicate-name", "writes": []}
-    sampler = Sampler(kr).start()
-    rec["t0_wall"] = sampler.t0_wall
-
-    def phase(name: str, **extra):
-        entry = {"name": name, "t": sampler.now(), **extra}
-        rec["phases"].append(entry)
-        log(f"[{entry['t']:6.1f} s] {name}")
-
-    try:
-        phase("start")
-        kr.wait(lambda: len(kr.pods()["cpu"]) == 1 and len(_ray_nodes(kr).get("cpu", [])) == 1,
-                timeout, "the operator's minReplicas pod and its Ray node")
-        ray.init(address=kr.gcs_address, logging_level="warning", log_to_driver=False)
+    with recorded_run(kr, log, scenario="duplicate-name", writes=[]) as (rec, phase):
+        start_phase(kr, phase, timeout)
 
         phase("duplicate", demand="placement group 3 x {CPU: 1}, STRICT_SPREAD",
               race="a copy of cpu (same name) inserted at index 0 before the patch")
@@ -126,13 +113,6 @@ def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
                "scale-down to minReplicas", log)
         time.sleep(2 * kr.tick_s)
         phase("end")
-        rec["final"] = {"replicas": kr.replicas(), "pods": kr.pods(),
-                        "ray_nodes": _ray_nodes(kr)}
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        sampler.stop()
-        collect(kr, sampler, rec)
     return rec
 
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 import copy
 import time
 
-from .local_cluster import NS, LocalKubeRay, Sampler
+from .local_cluster import NS, LocalKubeRay
 from .reorder import _until
-from .scenario import _ray_nodes, collect, demo_cluster
+from .scenario import _ray_nodes, demo_cluster, recorded_run, start_phase
 
 PERSON = "kubectl-edit"
 
@@ -59,23 +59,10 @@ def _reported(kr: LocalKubeRay) -> bool:
 
 def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
     """Drive the scenario on a started cluster; the caller stops it."""
-    import ray
     from ray.util.placement_group import placement_group
 
-    rec: dict = {"phases": [], "scenario": "person-write"}
-    sampler = Sampler(kr).start()
-    rec["t0_wall"] = sampler.t0_wall
-
-    def phase(name: str, **extra):
-        entry = {"name": name, "t": sampler.now(), **extra}
-        rec["phases"].append(entry)
-        log(f"[{entry['t']:6.1f} s] {name}")
-
-    try:
-        phase("start")
-        kr.wait(lambda: len(kr.pods()["cpu"]) == 2 and len(_ray_nodes(kr).get("cpu", [])) == 2,
-                timeout, "the two cpu pods and their Ray nodes")
-        ray.init(address=kr.gcs_address, logging_level="warning", log_to_driver=False)
+    with recorded_run(kr, log, scenario="person-write") as (rec, phase):
+        start_phase(kr, phase, timeout, cpu=2)
 
         phase("person-write", writer=PERSON, sets="cpu replicas 2 -> 1")
         rec["person_write"] = lower(kr, "cpu", 1)
@@ -92,13 +79,6 @@ def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
                "2 pair Ray nodes", log)
         time.sleep(2 * kr.tick_s)
         phase("end")
-        rec["final"] = {"replicas": kr.replicas(), "pods": kr.pods(),
-                        "ray_nodes": _ray_nodes(kr)}
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        sampler.stop()
-        collect(kr, sampler, rec)
     return rec
 
 

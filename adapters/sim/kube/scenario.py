@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from typing import Optional
 
 import requests
@@ -99,25 +100,10 @@ def _ray_nodes(kr: LocalKubeRay) -> dict:
 
 def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
     """Drive the scenario on a started cluster; the caller stops it."""
-    import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    rec: dict = {"phases": []}
-    sampler = Sampler(kr).start()
-    rec["t0_wall"] = sampler.t0_wall
-
-    def phase(name: str, **extra):
-        entry = {"name": name, "t": sampler.now(), **extra}
-        rec["phases"].append(entry)
-        log(f"[{entry['t']:6.1f} s] {name}")
-        return entry
-
-    try:
-        phase("start")
-        kr.wait(lambda: len(kr.pods()["cpu"]) == 1 and len(_ray_nodes(kr).get("cpu", [])) == 1,
-                timeout, "the operator's minReplicas pod and its Ray node")
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")    # as the cluster runs
-        ray.init(address=kr.gcs_address, logging_level="warning", log_to_driver=False)
+    with recorded_run(kr, log) as (rec, phase):
+        start_phase(kr, phase, timeout)
 
         phase("scale-up", demand="placement group 3 x {CPU: 1}, STRICT_SPREAD")
         pg = placement_group([{"CPU": 1}] * 3, strategy="STRICT_SPREAD")
@@ -152,17 +138,51 @@ def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
                 timeout + IDLE_S + DELETE_DELAY_S, "scale-down to minReplicas")
         time.sleep(2 * kr.tick_s)
         phase("end")
-        rec["final"] = {"replicas": kr.replicas(), "pods": kr.pods(),
-                        "ray_nodes": _ray_nodes(kr),
-                        "workers_to_delete": {g["groupName"]: (g.get("scaleStrategy") or {})
-                                              .get("workersToDelete", [])
-                                              for g in kr.cluster()["spec"]["workerGroupSpecs"]}}
+        rec["final"]["workers_to_delete"] = {
+            g["groupName"]: (g.get("scaleStrategy") or {}).get("workersToDelete", [])
+            for g in kr.cluster()["spec"]["workerGroupSpecs"]}
+    return rec
+
+
+def start_phase(kr: LocalKubeRay, phase, timeout: float, cpu: int = 1) -> None:
+    """The ``start`` phase every scenario begins with: ``cpu`` pods of the ``cpu``
+    group and their Ray nodes up, then this driver joins the cluster."""
+    import ray
+
+    phase("start")
+    kr.wait(lambda: len(kr.pods()["cpu"]) == cpu and len(_ray_nodes(kr).get("cpu", [])) == cpu,
+            timeout, f"the {cpu} cpu pod(s) and their Ray nodes")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")    # as the cluster runs
+    ray.init(address=kr.gcs_address, logging_level="warning", log_to_driver=False)
+
+
+@contextmanager
+def recorded_run(kr: LocalKubeRay, log, **rec):
+    """A scenario's frame: ``(rec, phase)``, the record (``rec`` its first keys) and a
+    ``phase(name, **detail)`` that stamps and logs each phase; at the end, whatever
+    happened, the driver leaves Ray, the sampler stops, ``collect`` fills the record,
+    and the final state (``final``: replicas, pods, Ray nodes) is taken if the scenario
+    got to its ``end`` phase."""
+    import ray
+
+    rec = {"phases": [], **rec}
+    sampler = Sampler(kr).start()
+    rec["t0_wall"] = sampler.t0_wall
+
+    def phase(name: str, **extra):
+        entry = {"name": name, "t": sampler.now(), **extra}
+        rec["phases"].append(entry)
+        log(f"[{entry['t']:6.1f} s] {name}")
+        if name == "end":
+            rec["final"] = {"replicas": kr.replicas(), "pods": kr.pods(),
+                            "ray_nodes": _ray_nodes(kr)}
+    try:
+        yield rec, phase
     finally:
         if ray.is_initialized():
             ray.shutdown()
         sampler.stop()
         collect(kr, sampler, rec)
-    return rec
 
 
 def collect(kr: LocalKubeRay, sampler: Sampler, rec: dict) -> None:
