@@ -60,8 +60,8 @@ class LeaseCollector:
                           "after the backend lost its records and waits out any earlier "
                           "holder before it acts.", ["holder"])
         resets = m.counter("lease_backend_resets", "Grants from a backend that had lost "
-                           "its records (a Redis restarted empty, a deleted Lease).",
-                           ["holder"])
+                           "its records (a Redis restarted empty or restored from an old "
+                           "snapshot, a deleted or restored Lease).", ["holder"])
         waits = m.counter("lease_reset_waits", "Grants held back to wait out an earlier "
                           "holder.", ["holder"])
         wait_s = m.counter("lease_reset_wait_seconds", "Time held back so, in all.",
