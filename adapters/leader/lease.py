@@ -48,9 +48,9 @@ own acquisition was sent; by then, by the clock rule above, every earlier holder
 stopped acting. A grant waits so when the backend says it lost its epoch record
 (`Grant.reset`: gone, or below the acquirer's floor), when this replica has seen
 evidence of a loss itself (the backend granted at or below the floor; or a lease of
-ours, valid by our clock, was fenced
-out: someone else was granted an epoch at or above ours meanwhile, which only a
-backend that forgot us does), the wait then running from that earlier acquisition.
+ours, valid by our clock, was fenced out: someone else was granted an epoch at or
+above ours meanwhile, which only a backend that forgot us does), the wait then
+running from that earlier acquisition.
 The time held back is counted (`LeaseStats.reset_waits`, `reset_waits_ms`): it is
 time in which no replica acts.
 
