@@ -23,11 +23,14 @@ no leader makes progress, and is counted as such.
 (their lease counters, `LeaseStats.reset_waits_ms`); 0 in a run without a loss.
 
 `acted_during_reset` (after a Redis restart or restore): the world's calls (a claim
-included) of a term newer than the one that held the lease when Redis went down,
-made before that term's lease can have run out: the old leader's last renewal was
-sent before Redis went down, so by its own clock it may act until `down_at + ttl`.
-From the world's record and the harness's own fault time; must be 0 (the new leader
-waits one ttl from its acquisition, which came after Redis was back).
+included) of another replica, in a term newer than the one that held the lease when
+Redis went down, made before that term's lease can have run out: the old leader's
+last renewal was sent before Redis went down, so by its own clock it may act until
+`down_at + ttl`. (The old leader's own next term is not counted: it stepped down
+first, in the same process.) From the world's record and the harness's own fault
+time; must be 0 (another replica's grant waits one ttl from its acquisition, which
+came after Redis was back). With `--backend kube` the Lease survives a Redis restart:
+the old leader takes its next term itself, at once, and nothing is counted.
 """
 from __future__ import annotations
 
@@ -93,15 +96,16 @@ def epoch_regressions(result: dict, world: dict, audit: list[dict]) -> list[int]
 
 
 def acted_during_reset(faults: list[dict], world: dict, ttl_s: float) -> list[dict]:
-    """The world's calls of a newer term made while the term from before a Redis
-    restart could still act (module docstring)."""
+    """The world's calls of another replica's newer term made while the term from
+    before a Redis restart could still act (module docstring)."""
     out = []
     for f in faults:
         if "down_at" not in f:
             continue
         until = f["down_at"] + ttl_s
         out += [c for c in world["calls"]
-                if c["epoch"] > f["epoch_before"] and c["t"] < until]
+                if c["epoch"] > f["epoch_before"] and c["t"] < until
+                and name_of(c["replica"]) != f["replica"]]
     return out
 
 
