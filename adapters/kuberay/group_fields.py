@@ -22,6 +22,8 @@ fail and no group scales. Per group it reads:
 check runs Ray's own reader on the group alone (with a neutral head), so whatever Ray
 rejects and the named checks missed is still caught, with Ray's message.
 :func:`options_problems` checks ``spec.autoscalerOptions`` (``idleTimeoutSeconds``).
+Quantities, label syntax and the last check use Ray's own functions; without Ray
+installed (never the case in the side-car) only the other checks run.
 """
 from __future__ import annotations
 
@@ -39,13 +41,24 @@ NEUTRAL_HEAD = {"rayStartParams": {"num-cpus": "0"},
 _INT_PARAMS = ("num-cpus", "num-gpus", "memory")
 
 
+def _reader():
+    """Ray's KubeRay config reader module, or None without Ray."""
+    try:
+        from ray.autoscaler._private.kuberay import autoscaling_config
+    except ImportError:
+        return None
+    return autoscaling_config
+
+
 def _quantity(v) -> Optional[str]:
     """Why ``v`` is not a Kubernetes quantity Ray can round up to a count >= 0."""
-    from ray.autoscaler._private.kuberay.autoscaling_config import _round_up_k8s_quantity
     if isinstance(v, bool) or not isinstance(v, (str, int, float)):
         return f"a Kubernetes quantity is required, got {type(v).__name__}"
+    reader = _reader()
+    if reader is None:
+        return None
     try:
-        n = _round_up_k8s_quantity(v)
+        n = reader._round_up_k8s_quantity(v)
     except Exception as e:                     # ValueError, InvalidOperation, Overflow
         return f"not a Kubernetes quantity ({type(e).__name__}: {e})"
     return None if n >= 0 else "must be >= 0"
@@ -158,10 +171,9 @@ def _scalars(group: dict) -> Optional[Problem]:
         except (TypeError, ValueError):
             return "priority", group["priority"], "an integer is required"
     labels = group.get("labels")
-    if isinstance(labels, dict):
-        from ray._private.label_utils import validate_node_label_syntax
+    if isinstance(labels, dict) and _reader() is not None:
         try:
-            validate_node_label_syntax(labels)
+            _reader().validate_node_label_syntax(labels)
         except Exception as e:
             return "labels", labels, f"not valid Kubernetes labels ({e})"
     return None
@@ -195,13 +207,14 @@ def field_problem(group: dict, is_head: bool = False) -> Optional[Problem]:
 @lru_cache(maxsize=512)
 def _ray_reads(group_json: str, is_head: bool) -> Optional[Problem]:
     """Ray's own reader (and config validation) on this one group: the catch-all."""
-    from ray.autoscaler._private.kuberay.autoscaling_config import (
-        _derive_autoscaling_config_from_ray_cr)
+    reader = _reader()
+    if reader is None:
+        return None
     group = json.loads(group_json)
     spec = {"headGroupSpec": group, "workerGroupSpecs": []} if is_head else \
         {"headGroupSpec": NEUTRAL_HEAD, "workerGroupSpecs": [group]}
     try:
-        _derive_autoscaling_config_from_ray_cr(
+        reader._derive_autoscaling_config_from_ray_cr(
             {"metadata": {"name": "check", "namespace": "check"}, "spec": spec})
     except Exception as e:
         return "", None, f"Ray's config reader refuses it: {type(e).__name__}: {e}"
