@@ -30,7 +30,8 @@ class LedgerCollector:
         view = {"patches": len(lg.patches), "stale_reads": len(lg.stale_reads),
                 "conflicts": _by_kind(list(lg.conflicts)),
                 "findings": _by_kind(list(lg.findings)), "check": dict(lg.check),
-                "guard": dict(getattr(lg, "guard", {}))}
+                "guard": dict(getattr(lg, "guard", {})),
+                "malformed": list(getattr(lg, "malformed", []))}
         return self._families(view)
 
     @staticmethod
@@ -54,9 +55,15 @@ class LedgerCollector:
                           "version_retries and moved_retries re-sent after a re-read; refused "
                           "not re-sent (the group changed or went); wrong_group_patches that "
                           "landed on another group than meant (must stay 0).", ["event"])
-        fams = [patches, conflicts, findings, stale, ticks, diffs, errors, guard]
+        malformed = m.gauge("kuberay_malformed", "1 for each RayCluster field the last read "
+                            "found malformed, by group and field; action: skipped (the "
+                            "group is left out, the others scale), head_replaced, default "
+                            "(docs/kuberay.md).", ["group", "field", "action"])
+        fams = [patches, conflicts, findings, stale, ticks, diffs, errors, guard, malformed]
         if v is None:
             return fams
+        for p in v["malformed"]:
+            malformed.add_metric([p.get("group") or "", p["field"], p["action"]], 1)
         patches.add_metric([], v["patches"])
         stale.add_metric([], v["stale_reads"])
         for kind, n in sorted(v["conflicts"].items()):

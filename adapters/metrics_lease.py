@@ -60,8 +60,8 @@ class LeaseCollector:
                           "after the backend lost its records and waits out any earlier "
                           "holder before it acts.", ["holder"])
         resets = m.counter("lease_backend_resets", "Grants from a backend that had lost "
-                           "its records (a Redis restarted empty, a deleted Lease).",
-                           ["holder"])
+                           "its records (a Redis restarted empty or restored from an old "
+                           "snapshot, a deleted or restored Lease).", ["holder"])
         waits = m.counter("lease_reset_waits", "Grants held back to wait out an earlier "
                           "holder.", ["holder"])
         wait_s = m.counter("lease_reset_wait_seconds", "Time held back so, in all.",
@@ -93,9 +93,11 @@ class LeaseCollector:
         return fams
 
 
-def serve_lease_metrics(lease, port: int, addr: str = "0.0.0.0"):
-    """Serve ``lease``'s metrics on ``addr:port`` (``0``: a free port) from a registry of
-    ours; returns ``(registry, port)``, or ``(None, None)`` without prometheus_client.
+def serve_lease_metrics(lease, port: int, addr=None):
+    """Serve ``lease``'s metrics on ``addr:port`` (``0``: a free port; ``addr`` None:
+    ``VECSCHED_METRICS_HOST``, else 127.0.0.1) from a registry of ours; returns
+    ``(registry, port)``, or ``(None, None)`` without prometheus_client. A port already
+    taken raises ``metrics.MetricsPortTaken`` naming it.
 
     The hook for an HA replica: call it once after building its ``Lease``."""
     if not m.available():

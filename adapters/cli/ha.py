@@ -27,10 +27,13 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the simulated cloud")
     p.add_argument("--scheduler", default="engine", choices=("engine", "baseline"),
                    help="the replicas' scheduler (engine)")
-    p.add_argument("--scenario", default="kill-pause", choices=("kill-pause", "redis-restart"),
+    p.add_argument("--scenario", default="kill-pause",
+                   choices=("kill-pause", "redis-restart", "redis-old-snapshot"),
                    help="kill-pause (default): SIGKILL a leader mid-scale-up, SIGSTOP the "
                         "next past its lease; redis-restart: restart Redis with its files "
-                        "deleted while the leader is mid-scale-up")
+                        "deleted while the leader is mid-scale-up; redis-old-snapshot: "
+                        "restore Redis from a backup whose epoch is below the replicas' "
+                        "while the leader is mid-scale-up (redis backend only)")
     p.add_argument("--backend", default="redis",
                    help="where the replicas' leader lease lives: redis (default: a key in "
                         "the records' Redis) or kube (a coordination.k8s.io/v1 Lease on the "
@@ -109,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
             ("launches lost / duplicated",
              f"{result['launches_lost']} / {result['launches_duplicated']}"),
             ("demand lost / delayed", f"{result['demand_lost']} / {result['demand_delayed']}"),
-            ("epoch regressions", result["epoch_regressions"])]
+            ("epoch regressions", result["epoch_regressions"]),
+            ("new-term calls while the old leader's lease could run",
+             result["acted_during_reset"])]
     if result["stuck_s"] is not None:
         rows += [("stuck after the Redis restart", f"{result['stuck_s']:.2f} s"),
                  ("records rebuilt from the cloud",

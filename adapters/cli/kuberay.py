@@ -10,12 +10,22 @@ a Kubernetes API server stand-in and a KubeRay operator stand-in on 127.0.0.1. W
 ``--scenario reorder`` (``adapters/sim/kube/reorder.py``): a GitOps writer reorders the
 worker groups between the side-car's read and its patch, during a scale-up and during a
 scale-down; every patch must still land on the group it was meant for.
+
+``--scenario duplicate-name`` (``duplicate.py``): a copy of a group with the same name
+inserted in front between a read and a patch, then two groups swapping names on
+unchanged templates; ``--scenario person-write`` (``person_write.py``): a person lowers
+``replicas`` of a group the side-car never wrote. ``wrong_group_patches`` and
+``overwrites_unreported`` in ``kuberay.json`` are judged from the API stand-in's own
+record (``adapters/sim/kube/wire_audit.py``), every scenario.
 """
 from __future__ import annotations
 
 import json
 import os
 import time
+
+
+SCENARIOS = ("default", "reorder", "duplicate-name", "person-write")
 
 
 def register(sub) -> None:
@@ -27,10 +37,13 @@ def register(sub) -> None:
     p.add_argument("--mode", choices=("engine", "shadow"), default="engine",
                    help="engine: the engine decides, Ray's scheduler is run beside it every "
                         "tick; shadow: Ray decides, the engine beside it (default engine)")
-    p.add_argument("--scenario", choices=("default", "reorder"), default="default",
+    p.add_argument("--scenario", choices=SCENARIOS, default="default",
                    help="default: scale up, ownership conflict, multi-host, scale down; "
                         "reorder: the groups reordered between a read and a patch, during "
-                        "a launch and a terminate (default default)")
+                        "a launch and a terminate; duplicate-name: a same-name copy of a "
+                        "group inserted, then two groups swapping names, between a read "
+                        "and a patch; person-write: a person lowers replicas of a group "
+                        "the side-car never wrote (default default)")
     p.add_argument("--no-guard", action="store_true",
                    help="send Ray's patches unguarded, as main did (to measure "
                         "wrong_group_patches; the reorder scenario's checks then fail)")
@@ -124,18 +137,22 @@ def main(args) -> int:
 
     from vecsched.engine import warmup
 
-    from vecsched.adapters.sim.kube import reorder, scenario
+    from vecsched.adapters.sim.kube import duplicate, person_write, reorder, scenario
     from vecsched.adapters.sim.kube.local_cluster import LocalKubeRay
 
-    run, judge = ((reorder.run, reorder.checks) if args.scenario == "reorder"
-                  else (scenario.run, checks))
+    run, judge = {"reorder": (reorder.run, reorder.checks),
+                  "duplicate-name": (duplicate.run, duplicate.checks),
+                  "person-write": (person_write.run, person_write.checks)}.get(
+        args.scenario, (scenario.run, checks))
+    cluster = person_write.person_cluster() if args.scenario == "person-write" \
+        else scenario.demo_cluster()
 
     console = Console()
     os.makedirs(args.out, exist_ok=True)
     t_start = time.monotonic()
     console.print("engine warm-up (numba; the side-car loads the same cache) ...")
     times = {"warmup_s": warmup()}
-    kr = LocalKubeRay(scenario.demo_cluster(), mode=args.mode, ray_check=args.mode == "engine",
+    kr = LocalKubeRay(cluster, mode=args.mode, ray_check=args.mode == "engine",
                       guard=not args.no_guard)
     rec = None
     try:
@@ -170,7 +187,15 @@ def main(args) -> int:
         table.add_row(name, "[green]ok[/green]" if ok else "[red]FAILED[/red]", str(detail))
     console.print(table)
     for p in result["patches"]:
-        console.print(f"  patch @ {p['at_s']:5.1f} s: {json.dumps(p.get('sent', p['payload']))}")
+        sent = p.get("sent", p["payload"])
+        ops = [o for o in sent if o.get("op") != "test"] if isinstance(sent, list) else sent
+        tests = len(sent) - len(ops) if isinstance(sent, list) else 0
+        console.print(f"  patch @ {p['at_s']:5.1f} s: {json.dumps(ops)}"
+                      + (f" (+{tests} test ops)" if tests else ""))
+    console.print(f"from the API stand-in's record: wrong_group_patches "
+                  f"{result['wrong_group_patches']}, replicas writes of others overwritten "
+                  f"{result['overwrites']}, of which unreported "
+                  f"{result['overwrites_unreported']}")
     console.print(f"wrote {path} and {png} ({time.monotonic() - t_start:.0f} s in all: "
                   + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in result["wall"].items()) + ")")
     return 0 if all(ok for ok, _ in verdicts.values()) else 1

@@ -6,11 +6,11 @@ first read), malformed groups reported and left out of the object handed to Ray
 (``groups.py``); the object as read is kept as the basis of the next patch.
 
 JSON patches of the RayCluster (``guard.py``): named by group from the object Ray was
-given, sent with ``test`` ops on the basis's resourceVersion and the groups' names at
-their indices; on 422 / 409 the RayCluster is read again (not older than the basis) and
+given, sent with ``test`` ops on the basis's resourceVersion and the groups' names and
+identities (template, start parameters) at their indices; on 422 / 409 the RayCluster is read again (not older than the basis) and
 the verdict decides: same groups, new positions or an unrelated change -> sent again
-at the current indices (at most ``MAX_ATTEMPTS`` times); a touched group changed or
-gone -> reported and not sent (``GuardRefused``, which Ray's provider records as a
+at the current indices (at most ``MAX_ATTEMPTS`` times); a touched group changed, gone,
+its name now another group's or not unique -> reported and not sent (``GuardRefused``, which Ray's provider records as a
 launch / terminate error; its next tick decides again).
 
 Merge patches of the RayCluster (Ray's ``idleSuspend``) carry the version decided on as
@@ -158,7 +158,7 @@ class _Tracking:
         cluster = path.split("/", 1)[1]
         cr, last = basis, None
         for _ in range(MAX_ATTEMPTS):
-            body, intended = address(named, cr)
+            body, intended = address(named, cr, basis)
             try:
                 out = self._raw_patch(path, body, content_type)
             except requests.HTTPError as e:
@@ -170,7 +170,8 @@ class _Tracking:
                     raise GuardRefused(
                         f"RayCluster {cluster}: not patched, what it addresses changed "
                         f"since the read (groups changed {v.changed}, gone {v.gone}, "
-                        f"other {v.other})", response=e.response) from e
+                        f"identity {v.identity}, other {v.other})",
+                        response=e.response) from e
                 cr, last = fresh, e
                 continue
             self._vs_ledger.on_patch(path, payload, content_type, out, sent=body,

@@ -15,11 +15,19 @@ Here every JSON patch of the RayCluster is rewritten before it is sent:
   version, so the API server applies all of it or nothing (a failed test is 422; a
   changed version is 409 where the version is a precondition).
 
+A group is more than its name: two groups can swap names, or a second group with the
+same name can be inserted in front of it. So the body also tests the group's
+**identity** at its index: its ``rayStartParams``, ``resources``, ``labels`` and pod
+``template`` as they were in the version decided on (:data:`IDENTITY`, the fields that
+make Ray's node type and the pods), and a name that is not unique in the object is
+never addressed at all (:func:`address` refuses it).
+
 When a guard fails, :func:`verdict` compares the groups the patch touches in the
 version decided on with a fresh read: if only their positions (or unrelated parts of
 the object, such as the operator's status) changed, the same ops are sent again,
 addressed to the groups' current indices and guarded by the new version; if a touched
-group's own counts changed (a person wrote ``replicas``) or it is gone, nothing is
+group's own counts changed (a person wrote ``replicas``), its identity changed (its
+name now on another template), its name is no longer unique, or it is gone, nothing is
 retried: the change is reported and the next autoscaler tick decides again from what
 is there now. A patch is therefore never applied to a group other than the one Ray
 named, and never overwrites a write it did not see.
@@ -37,6 +45,8 @@ from .groups import group_names
 _GROUP_PATH = re.compile(r"^/spec/workerGroupSpecs/(\d+)(/.*)?$")
 # what a decision about a group read: a change of any of these voids the decision
 DECIDED_ON = ("replicas", "minReplicas", "maxReplicas", "numOfHosts", "scaleStrategy")
+# what makes a group the group it was (its node type, its pods), beside its name
+IDENTITY = ("rayStartParams", "resources", "labels", "template")
 
 
 class GuardRefused(requests.HTTPError):
@@ -85,6 +95,20 @@ def index_of(cr: dict) -> Dict[str, int]:
     return out
 
 
+def repeated(cr: dict) -> Dict[str, List[int]]:
+    """Names more than one group of ``cr`` has -> their indices."""
+    where: Dict[str, List[int]] = {}
+    for i, n in enumerate(group_names(cr)):
+        if n is not None:
+            where.setdefault(n, []).append(i)
+    return {n: ix for n, ix in where.items() if len(ix) > 1}
+
+
+def identity(group: dict) -> Dict[str, object]:
+    """The identity fields ``group`` has (:data:`IDENTITY`)."""
+    return {f: group[f] for f in IDENTITY if f in (group or {})}
+
+
 def touched(named: List[NamedOp]) -> List[str]:
     """The groups a patch addresses, in first-use order."""
     seen: List[str] = []
@@ -94,9 +118,13 @@ def touched(named: List[NamedOp]) -> List[str]:
     return seen
 
 
-def address(named: List[NamedOp], cr: dict) -> Tuple[List[dict], Dict[int, str]]:
-    """The guarded body for ``cr`` and the group meant at each index it addresses."""
-    where = index_of(cr)
+def address(named: List[NamedOp], cr: dict,
+            basis: Optional[dict] = None) -> Tuple[List[dict], Dict[int, str]]:
+    """The guarded body for ``cr`` and the group meant at each index it addresses:
+    ``test`` ops on the version, and on each touched group's name and identity
+    (as in ``basis``, the version decided on; ``cr`` itself if not given)."""
+    where, twice = index_of(cr), repeated(cr)
+    basis = cr if basis is None else basis
     body: List[dict] = []
     rv = _rv(cr)
     if rv is not None:
@@ -105,9 +133,14 @@ def address(named: List[NamedOp], cr: dict) -> Tuple[List[dict], Dict[int, str]]
     for g in touched(named):
         if g not in where:
             raise GuardRefused(f"worker group {g!r} is not in the RayCluster any more")
+        if g in twice:
+            raise GuardRefused(f"worker group name {g!r} is used by the groups at indices "
+                               f"{twice[g]}: a patch cannot tell them apart")
         intended[where[g]] = g
-        body.append({"op": "test", "path": f"/spec/workerGroupSpecs/{where[g]}/groupName",
-                     "value": g})
+        at = f"/spec/workerGroupSpecs/{where[g]}"
+        body.append({"op": "test", "path": f"{at}/groupName", "value": g})
+        for f, v in identity(_group(basis, g) or {}).items():
+            body.append({"op": "test", "path": f"{at}/{f}", "value": v})
     for n in named:
         body.append(n.op if n.group is None else
                     dict(n.op, path=f"/spec/workerGroupSpecs/{where[n.group]}{n.rest}"))
@@ -168,15 +201,21 @@ class Verdict:
     changed: List[Tuple[str, str, object, object]]  # (group, field, decided on, now)
     gone: List[str]
     other: List[tuple] = field(default_factory=list)   # ('', path, decided on, now)
+    # (group, field, why): its name on another group's template, or not unique
+    identity: List[Tuple[str, str, str]] = field(default_factory=list)
 
 
 def verdict(named: List[NamedOp], basis: dict, fresh: dict) -> Verdict:
     """Compare what a patch touches in the version decided on and a fresh read."""
-    was, now = index_of(basis), index_of(fresh)
-    moved, changed, gone = {}, [], []
+    was, now, twice = index_of(basis), index_of(fresh), repeated(fresh)
+    moved, changed, gone, ident = {}, [], [], []
     for g in touched(named):
         if g not in now:
             gone.append(g)
+            continue
+        if g in twice:
+            ident.append((g, "groupName", f"now the name of the groups at indices "
+                                          f"{twice[g]}"))
             continue
         if was.get(g) != now[g]:
             moved[g] = (was.get(g), now[g])
@@ -184,8 +223,13 @@ def verdict(named: List[NamedOp], basis: dict, fresh: dict) -> Verdict:
         for field in DECIDED_ON:
             if a.get(field) != b.get(field):
                 changed.append((g, field, a.get(field), b.get(field)))
+        for field in IDENTITY:
+            if a.get(field) != b.get(field):
+                ident.append((g, field, "changed since the read (another group's, or "
+                                        "edited)"))
     other = _other_changes(named, basis, fresh)
-    return Verdict(not changed and not gone and not other, moved, changed, gone, other)
+    return Verdict(not changed and not gone and not other and not ident, moved, changed,
+                   gone, other, ident)
 
 
 def merge_leaves(patch, prefix: str = "") -> List[str]:

@@ -7,9 +7,10 @@ a subclass of Ray's ``KubernetesHttpApiClient`` (same requests, same bodies) tha
 
 * records every PATCH as sent, with the resourceVersion it produced;
 * reports an **ownership conflict** when a read of the RayCluster shows a
-  ``spec.workerGroupSpecs[i].replicas`` other than the value the autoscaler last wrote:
-  ``replicas`` belongs to the autoscaler (people own ``minReplicas``/``maxReplicas``);
-  the report names the field, both values and the writer (from ``managedFields``);
+  ``spec.workerGroupSpecs[i].replicas`` other than the value the autoscaler last wrote,
+  or, for a group it has not written, last read (``ownership.py``): ``replicas``
+  belongs to the autoscaler (people own ``minReplicas``/``maxReplicas``); the report
+  names the field, both values and the writer (from ``managedFields``);
 * reports ``replicas`` outside [minReplicas, maxReplicas] (the operator clamps it);
 * detects a **stale read** (a RayCluster older than one already seen) and reads again
   with ``?resourceVersion=<newest seen>`` (the API server's "not older than"), so
@@ -46,6 +47,9 @@ from vecsched.adapters.files import write_json
 
 from .client import tracking_client  # noqa: F401  (re-exported: the side-car's client)
 from .groups import group_problem, split_groups
+from .guard_report import failure_conflicts
+from .ownership import (Ownership, conflict_entry, conflict_message, owner as _owner,
+                        writer_of as _writer_of)
 from .provider import skipping_provider
 from .guard import wrong_groups
 
@@ -56,6 +60,11 @@ ENV_RAY_CHECK = "VECSCHED_RAY_CHECK"
 ENV_GUARD = "VECSCHED_KUBERAY_GUARD"      # "0": send Ray's patches unguarded (to measure)
 FILE_NAME = "vecsched_kuberay.json"
 _REPLICAS = re.compile(r"^/spec/workerGroupSpecs/(\d+)/replicas$")
+_MALFORMED_ACTION = {   # what the side-car does about it (groups.split_groups)
+    "skipped": "the group {} is skipped until it is fixed, the other groups scale",
+    "head_replaced": "Ray's view gets a neutral head group until it is fixed (Ray never "
+                     "launches the head); the worker groups scale",
+    "default": "left out of Ray's view (Ray's default applies) until it is fixed"}
 
 
 def _rv(obj) -> Optional[int]:
@@ -63,38 +72,6 @@ def _rv(obj) -> Optional[int]:
         return int(obj["metadata"]["resourceVersion"])
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def _owner(cr: dict, exclude: Optional[str]) -> Optional[str]:
-    """The manager that last wrote ``spec.workerGroupSpecs`` (other than ``exclude``)."""
-    best = None
-    for e in (cr.get("metadata") or {}).get("managedFields") or []:
-        f = (e.get("fieldsV1") or {}).get("f:spec") or {}
-        if "f:workerGroupSpecs" in f and e.get("manager") != exclude:
-            if best is None or (e.get("time") or "") >= (best.get("time") or ""):
-                best = e
-    return best.get("manager") if best else None
-
-
-def _writer_of(cr: dict, path: str, exclude: Optional[str]) -> Optional[str]:
-    """The manager that last wrote the field at JSON pointer ``path`` (lists are owned
-    whole), other than ``exclude``."""
-    keys = []
-    for part in path.strip("/").split("/"):
-        if part.isdigit() or part == "-":
-            break
-        keys.append("f:" + part.replace("~1", "/").replace("~0", "~"))
-    best = None
-    for e in (cr.get("metadata") or {}).get("managedFields") or []:
-        node = e.get("fieldsV1") or {}
-        for k in keys:
-            node = node.get(k) if isinstance(node, dict) else None
-            if node is None:
-                break
-        if node is not None and e.get("manager") != exclude:
-            if best is None or (e.get("time") or "") >= (best.get("time") or ""):
-                best = e
-    return best.get("manager") if best else None
 
 
 class Ledger:
@@ -105,6 +82,7 @@ class Ledger:
         self.patches: list = []
         self.conflicts: list = []
         self.findings: list = []
+        self.malformed: list = []         # what the last read left out of Ray's view
         self.stale_reads: list = []
         self.guard = {"guarded_patches": 0, "guard_failures": 0, "version_retries": 0,
                       "moved_retries": 0, "refused": 0, "wrong_group_patches": 0}
@@ -112,7 +90,7 @@ class Ledger:
         self.check = {"ticks": 0, "diff_ticks": 0, "known_divergence_ticks": 0,
                       "errors": 0, "last_diff": []}
         self.last_cluster: Optional[dict] = None
-        self._ours: dict = {}             # group -> replicas the autoscaler last wrote
+        self.owner = Ownership()          # replicas: written by us, last read
         self._our_manager: Optional[str] = None
         self._newest = -1
         self._reported: set = set()
@@ -146,7 +124,7 @@ class Ledger:
             for op in sent if isinstance(sent, list) else []:
                 m = _REPLICAS.match(op.get("path", ""))
                 if m and op.get("op") in ("replace", "add") and int(m.group(1)) < len(groups):
-                    self._ours[groups[int(m.group(1))]["groupName"]] = op.get("value")
+                    self.owner.wrote(groups[int(m.group(1))]["groupName"], op.get("value"))
                     self._our_manager = _owner(response, None)
             self.last_cluster = response
             self._write()
@@ -198,6 +176,8 @@ class Ledger:
     def _report_malformed(self, cr: dict) -> None:
         _, problems = split_groups(cr)
         name = (cr.get("metadata") or {}).get("name")
+        self.malformed = [{k: p[k] for k in ("group", "field", "action", "reason")}
+                          for p in problems]
         for p in problems:
             key = ("malformed", p["field"], repr(p["value"]), p["group"])
             if key in self._reported:
@@ -205,9 +185,10 @@ class Ledger:
             self._reported.add(key)
             self.findings.append({"t": self.clock(), "kind": "malformed_group",
                                   "cluster": name, **p})
-            logger.warning("vecsched kuberay: RayCluster %s: %s is %r (%s); the group %s "
-                           "is skipped until it is fixed, the other groups scale", name,
-                           p["field"], p["value"], p["reason"], p["group"] or f"#{p['index']}")
+            logger.warning("vecsched kuberay: RayCluster %s: %s is %r (%s); %s", name,
+                           p["field"], p["value"], p["reason"], _MALFORMED_ACTION[
+                               p.get("action", "skipped")].format(
+                               p["group"] or f"#{p['index']}"))
 
     def on_skipped_termination(self, cluster: str, pods: list) -> None:
         """Pods of a malformed group Ray asked to terminate: kept, reported once each."""
@@ -230,30 +211,13 @@ class Ledger:
         with self._lock:
             self.guard["guard_failures"] += 1
             t, writer = self.clock(), _owner(fresh, self._our_manager) or "unknown"
-            for g, (was, now) in verdict.moved.items():
-                self.conflicts.append({
-                    "t": t, "kind": "group_moved", "cluster": cluster, "group": g,
-                    "field": "spec.workerGroupSpecs", "index_decided_on": was,
-                    "index_now": now, "writer": writer, "status": status,
-                    "resource_version": _rv(fresh), "decided_on": _rv(basis)})
-                logger.warning("vecsched kuberay: RayCluster %s: worker group %s moved from "
-                               "index %s to %s between the read and the patch (writer %r); "
-                               "the patch was refused (%s) and is sent to index %s",
-                               cluster, g, was, now, writer, status, now)
             for g, field, was, now in verdict.changed:
                 self._changed_under_patch(cluster, g, field, was, now, writer, fresh)
-            for g in verdict.gone:
-                self.conflicts.append({"t": t, "kind": "group_gone", "cluster": cluster,
-                                       "group": g, "field": "spec.workerGroupSpecs",
-                                       "writer": writer, "resource_version": _rv(fresh)})
-            for _, path, was, now in verdict.other:
-                who = _writer_of(fresh, path, self._our_manager) or writer
-                self.conflicts.append({"t": t, "kind": "field_changed", "cluster": cluster,
-                                       "field": path, "decided_on": was, "found": now,
-                                       "writer": who, "resource_version": _rv(fresh)})
-                logger.warning("vecsched kuberay: RayCluster %s: %s changed from %r to %r "
-                               "between the read and the patch (writer %r); not patched",
-                               cluster, path, was, now, who)
+            for entry, message in failure_conflicts(
+                    t, cluster, status, verdict, _rv(basis), _rv(fresh), writer,
+                    lambda path: _writer_of(fresh, path, self._our_manager)):
+                self.conflicts.append(entry)
+                logger.warning(message)
             if verdict.retry:
                 self.guard["moved_retries" if verdict.moved else "version_retries"] += 1
             else:
@@ -269,8 +233,8 @@ class Ledger:
                  "group": group, "decided_on": was, "found": now, "writer": writer,
                  "detected": "patch", "resource_version": _rv(fresh)}
         if field == "replicas":
-            entry["autoscaler_wrote"] = self._ours.get(group, was)
-            self._ours[group] = now            # reported here; not again on the next read
+            entry["autoscaler_wrote"] = self.owner.ours.get(group, was)
+            self.owner.seen_under_patch(group, now)   # reported here, not on the next read
         self.conflicts.append(entry)
         logger.warning("vecsched kuberay: RayCluster %s: %s (group %s) changed from %r to %r "
                        "between the autoscaler's read and its patch (writer %r); the patch "
@@ -279,25 +243,16 @@ class Ledger:
 
     def _check_ownership(self, cr: dict) -> None:
         name = (cr.get("metadata") or {}).get("name")
+        for change in self.owner.read(cr):
+            c = conflict_entry(self.clock(), name, change,
+                               _owner(cr, self._our_manager) or "unknown", _rv(cr))
+            self.conflicts.append(c)
+            logger.warning(conflict_message(c))
         for i, g in enumerate((cr.get("spec") or {}).get("workerGroupSpecs") or []):
             if group_problem(g) is not None:
                 continue                       # reported as malformed
             group, rep = g.get("groupName"), g.get("replicas", 1)
             field = f"spec.workerGroupSpecs[{i}].replicas"
-            if group in self._ours and rep != self._ours[group]:
-                writer = _owner(cr, self._our_manager) or "unknown"
-                c = {"t": self.clock(), "kind": "ownership", "cluster": name,
-                     "field": field, "group": group, "autoscaler_wrote": self._ours[group],
-                     "found": rep, "writer": writer, "resource_version": _rv(cr)}
-                self.conflicts.append(c)
-                logger.warning(
-                    "vecsched kuberay: ownership conflict on RayCluster %s: %s (group %s) is "
-                    "%s, but the autoscaler set it to %s; last written by %r. replicas "
-                    "belongs to the autoscaler; people own minReplicas/maxReplicas. Exclude "
-                    "%s from GitOps sync (e.g. Argo CD ignoreDifferences with "
-                    "RespectIgnoreDifferences=true).", name, field, group, rep,
-                    self._ours[group], writer, field)
-                self._ours[group] = rep          # report each change once
             lo, hi = g.get("minReplicas", 0), g.get("maxReplicas")
             if (rep < lo or (hi is not None and rep > hi)) and \
                     (group, rep, lo, hi) not in self._reported:
@@ -332,7 +287,8 @@ class Ledger:
         with self._lock:
             return copy.deepcopy({"pid": os.getpid(), "updated_at": self.clock(),
                                   "patches": self.patches, "conflicts": self.conflicts,
-                                  "findings": self.findings, "stale_reads": self.stale_reads,
+                                  "findings": self.findings, "malformed": self.malformed,
+                                  "stale_reads": self.stale_reads,
                                   "guard": self.guard,
                                   "wrong_group_patches": self.wrong_group_patches,
                                   "ray_check": self.check})

@@ -35,7 +35,9 @@ from durable places such as the fenced records or the cloud's fence) lifts the
 grant above epochs this backend never saw. Only a replica that knows of no such
 epoch anywhere could be granted one again (as with a Redis that lost its data).
 A Lease created while an epoch was known is a grant after a loss (`Grant.reset`):
-the deleted object's holder may still act until its own lease runs out.
+the deleted object's holder may still act until its own lease runs out. So is a
+takeover of a Lease whose ``leaseTransitions`` is below the floor (the object restored
+from an old backup).
 """
 from __future__ import annotations
 
@@ -235,10 +237,13 @@ class KubeLeaseBackend(LeaseBackend):
             return self._grant(self._get(), False)     # somebody else created it first
         if self._held_by_other(obj, holder):
             return self._grant(obj, False)
-        epoch = max(_spec(obj)[1], floor) + 1
+        known = _spec(obj)[1]
+        epoch = max(known, floor) + 1
         ok, out = self._put(self._record(obj, holder, ttl_ms, epoch, acquire=True))
         if ok:
-            return Grant(True, epoch, holder, int(ttl_ms))
+            # leaseTransitions below an epoch the acquirer saw: the object went back (a
+            # restored backup), so a holder of a forgotten epoch may still act
+            return Grant(True, epoch, holder, int(ttl_ms), reset=known < floor)
         return self._grant(self._get(), False)         # lost the compare-and-swap
 
     def renew(self, holder: str, epoch: int, ttl_ms: int) -> bool:

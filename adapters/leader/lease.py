@@ -46,10 +46,11 @@ last renewal, sent before the loss. The new holder renews but does not act
 (`leading()` False, `token()` refuses: `waiting()`) until `ttl` has passed since its
 own acquisition was sent; by then, by the clock rule above, every earlier holder has
 stopped acting. A grant waits so when the backend says it lost its epoch record
-(`Grant.reset`), when this replica has seen evidence of a loss itself (the backend
-granted at or below the floor; or a lease of ours, valid by our clock, was fenced
-out: someone else was granted an epoch at or above ours meanwhile, which only a
-backend that forgot us does), the wait then running from that earlier acquisition.
+(`Grant.reset`: gone, or below the acquirer's floor), when this replica has seen
+evidence of a loss itself (the backend granted at or below the floor; or a lease of
+ours, valid by our clock, was fenced out: someone else was granted an epoch at or
+above ours meanwhile, which only a backend that forgot us does), the wait then
+running from that earlier acquisition.
 The time held back is counted (`LeaseStats.reset_waits`, `reset_waits_ms`): it is
 time in which no replica acts.
 
@@ -77,7 +78,8 @@ class Grant:
     epoch: int            # the epoch just granted, or the current holder's (0: never granted)
     holder: str           # who holds the lease now ('' if nobody)
     ttl_ms: int           # time left on the backend's clock (-1: unknown / no lease)
-    reset: bool = False   # granted while the backend had lost its epoch record
+    reset: bool = False   # granted while the backend had lost its epoch record (gone,
+    #                       or below an epoch the acquirer saw: a restored snapshot)
 
 
 def holder_id(name: str, unique: Callable[[], str] = lambda: uuid.uuid4().hex) -> str:

@@ -16,7 +16,10 @@ snapshot from before the last grant) forgets it, so an acquisition also takes a
 past grants and reads, the cloud's fence). The epoch granted is one above the
 highest of the epoch key, the stamp and the floor, and an epoch is never granted
 twice as long as some acquirer or the cloud remembers it. A grant made while the
-epoch key was missing although the floor was not 0 says so (`Grant.reset`).
+epoch key was missing although the floor was not 0, or was **below** the floor or the
+stamp (a Redis restored from an old snapshot: its epoch key says 1 while a replica has
+seen 2), says so (`Grant.reset`): a grant was forgotten, so its holder may still be
+acting, and `Lease` waits it out before the new holder acts.
 
 `RedisLeaseBackend` refuses a Redis that persists nothing (`redis_health`) unless
 built with `allow_volatile=True`.
@@ -47,13 +50,15 @@ if cur then
   end
 end
 local known = redis.call('GET', KEYS[2])
+local key = tonumber(known or '0')
+local stamp = tonumber(redis.call('GET', KEYS[3]) or '0')
 local floor = tonumber(ARGV[3])
-local top = math.max(tonumber(known or '0'), tonumber(redis.call('GET', KEYS[3]) or '0'), floor)
-local epoch = top + 1
+local epoch = math.max(key, stamp, floor) + 1
 redis.call('SET', KEYS[2], epoch)
 redis.call('SET', KEYS[1], epoch .. ':' .. ARGV[1], 'PX', ARGV[2])
+-- a loss: the epoch key is gone, or below an epoch the acquirer saw or a write carried
 local reset = 0
-if not known and floor > 0 then reset = 1 end
+if (floor > 0 and (not known or key < floor)) or stamp > key then reset = 1 end
 return {1, epoch, ARGV[1], tonumber(ARGV[2]), reset}
 """
 

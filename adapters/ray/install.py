@@ -38,9 +38,11 @@ Environment (read in the autoscaler process; ``ray start`` passes its own enviro
 * ``VECSCHED_STATS_FILE``: where the stats JSON goes; default
   ``<logs-dir>/vecsched_stats.json`` under the monitor's ``--logs-dir``.
 * ``VECSCHED_METRICS_PORT``: also serve vecsched's Prometheus metrics on this port (``0``:
-  any free port). Without it they are served only on Ray's own autoscaler metrics port
-  (``AUTOSCALER_METRIC_PORT``), in Ray's registry (``adapters/ray/metrics.py``,
-  docs/metrics.md); neither when ``prometheus_client`` is not installed.
+  any free port), on 127.0.0.1 unless ``VECSCHED_METRICS_HOST`` names another address; a
+  taken port is a warning naming it. Without it they are served only on Ray's own
+  autoscaler metrics port (``AUTOSCALER_METRIC_PORT``), in Ray's registry
+  (``adapters/ray/metrics.py``, docs/metrics.md); neither when ``prometheus_client`` is
+  not installed.
 * ``VECSCHED_UNTESTED_RAY``: what to do on a Ray version other than
   :data:`TESTED_RAY_VERSIONS`: ``refuse`` (default; nothing is installed and the command
   fails with a message saying why) or ``ray`` (start with Ray's own scheduler, and say so

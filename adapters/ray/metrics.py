@@ -14,8 +14,13 @@ Where it is served (:func:`attach`, called by ``install()`` in the autoscaler pr
   name in ``ray.autoscaler._private.prom_metrics`` (before the monitor module is run, so
   it imports ours) to a subclass that registers our collectors in every registry Ray
   builds: vecsched's metrics come out of Ray's port, beside Ray's ``autoscaler_*`` ones.
+  While attached, ``prometheus_client.start_http_server`` (what Ray's monitor calls for
+  that port) is our ``metrics.http_server``: the address and port Ray asks for, a listen
+  backlog of ``metrics.BACKLOG`` instead of 5, and a taken port logged as a warning
+  naming it before Ray logs its own error and goes on without metrics (Ray's rule).
 * **stand-alone**: with ``VECSCHED_METRICS_PORT`` set, a registry of ours with the same
-  collectors is also served on that port (``0``: any free port, logged).
+  collectors is also served on that port (``0``: any free port, logged), on 127.0.0.1
+  unless ``VECSCHED_METRICS_HOST`` says otherwise; a taken port is a warning naming it.
 
 Without ``prometheus_client`` nothing is registered or served (as Ray does), and the
 scheduler keeps counting for its stats file.
@@ -147,12 +152,13 @@ def attach(port: Optional[int] = None) -> bool:
 
     _extra.append(SchedulerCollector(AutoscalerScheduler.latest))
     _hook_ray_registry()
+    _hook_ray_server()
     if port is not None:
         try:
             serve_standalone(port)
-        except OSError:                    # as Ray does for its own server: log, go on
-            logger.exception("vecsched: cannot serve metrics on port %s (%s)", port,
-                             m.ENV_PORT)
+        except (m.MetricsError, OSError) as e:   # as Ray does for its own: say, go on
+            logger.warning("vecsched: %s=%s: %s; this autoscaler serves vecsched's metrics "
+                           "only on Ray's autoscaler metrics port", m.ENV_PORT, port, e)
     return True
 
 
@@ -170,9 +176,10 @@ def add_collector(collector) -> None:
         m.register(reg, collector)
 
 
-def serve_standalone(port: int, addr: str = "0.0.0.0") -> int:
+def serve_standalone(port: int, addr: Optional[str] = None) -> int:
     """Serve a registry of ours with the collectors attached so far (and any added
-    later) on ``port``; returns the port. Once per process."""
+    later) on ``addr:port`` (``addr`` None: ``VECSCHED_METRICS_HOST``, else 127.0.0.1);
+    returns the port. Once per process. A taken port raises ``MetricsPortTaken``."""
     if "port" in _served:
         return _served["port"]
     reg = m.registry()
@@ -180,8 +187,37 @@ def serve_standalone(port: int, addr: str = "0.0.0.0") -> int:
         m.register(reg, c)
     _served["registry"] = reg
     _served["server"], _served["port"] = m.serve(reg, port, addr)
-    logger.info("vecsched: metrics served on port %d (%s)", _served["port"], m.ENV_PORT)
+    logger.info("vecsched: metrics served on %s:%d (%s)", m.metrics_host(addr),
+                _served["port"], m.ENV_PORT)
     return _served["port"]
+
+
+def _hook_ray_server() -> None:
+    """Make ``prometheus_client.start_http_server`` (Ray's monitor's call for
+    ``AUTOSCALER_METRIC_PORT``) build its server with ``metrics.http_server``."""
+    pc = m.prometheus_client
+    if getattr(pc.start_http_server, "_vecsched", False):
+        return
+    original = pc.start_http_server
+
+    def start_http_server(port, addr="0.0.0.0", registry=pc.REGISTRY, *args, **kwargs):
+        if args or any(v is not None for k, v in kwargs.items()
+                       if k in ("certfile", "keyfile")):
+            return original(port, addr, registry, *args, **kwargs)   # TLS: Ray's as it is
+        try:
+            server = m.http_server(registry, port, addr or "0.0.0.0")
+        except m.MetricsError as e:
+            logger.warning("vecsched: Ray's autoscaler metrics server (port %s, "
+                           "AUTOSCALER_METRIC_PORT) cannot start: %s. Neither Ray's nor "
+                           "vecsched's autoscaler metrics are served there; free the "
+                           "port, or set %s to serve vecsched's elsewhere", port, e,
+                           m.ENV_PORT)
+            raise OSError(str(e)) from e           # Ray logs it and goes on, as before
+        return server, m.start(server)
+
+    start_http_server._vecsched = True
+    start_http_server._original = original
+    pc.start_http_server = start_http_server
 
 
 class _RayRegistries:
@@ -224,6 +260,9 @@ def detach() -> None:
         prom_metrics.AutoscalerPrometheusMetrics = cls.__mro__[1]
     _extra.clear()
     _RayRegistries.live.clear()
+    if m.available() and getattr(m.prometheus_client.start_http_server, "_vecsched", False):
+        m.prometheus_client.start_http_server = \
+            m.prometheus_client.start_http_server._original
     server = _served.pop("server", None)
     _served.clear()
     if server is not None:

@@ -5,7 +5,9 @@ directory, and runs with the append-only file fsynced on every write
 (`appendfsync always`): a write Redis acknowledged survives a crash of the server
 (SIGKILL) and a restart on the same directory. `restart()` brings it back on the same
 port and directory; `restart(empty=True)` first deletes its files, as a Redis whose
-disk was lost (a pod without a persistent volume) comes back. `persistent=False`
+disk was lost (a pod without a persistent volume) comes back; `snapshot(dest)` copies
+its files (a backup) and `restart(restore=dest)` comes back with them, as a Redis
+restored from an old backup. `persistent=False`
 starts a server that keeps nothing on disk (no append-only file, no snapshots), the
 kind a replica refuses unless told otherwise. Debian / Ubuntu:
 `apt-get install -y redis-server`.
@@ -122,19 +124,33 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def restart(self, empty: bool = False) -> RedisServer:
+    def restart(self, empty: bool = False, restore: str | Path | None = None) -> RedisServer:
         """Start again on the same port and directory (after kill() or stop()); with
         `empty`, kill it first if running and delete its data files, so it comes
-        back with nothing."""
-        if empty:
+        back with nothing; with `restore` (a directory `snapshot()` wrote), kill it
+        and come back with the data files of then (a Redis restored from a backup)."""
+        if empty or restore is not None:
             self.kill()
         self._reap()
-        if empty:
-            for path in self.dir.iterdir():
-                if path.name == "redis.log":
-                    continue
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        if empty or restore is not None:
+            self._clear()
+        if restore is not None:
+            shutil.copytree(restore, self.dir, dirs_exist_ok=True)
         return self.start()
+
+    def _clear(self) -> None:
+        for path in self.dir.iterdir():
+            if path.name == "redis.log":
+                continue
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    def snapshot(self, dest: str | Path) -> Path:
+        """Copy the data files as they are now to `dest` (a backup; the append-only file
+        is fsynced on every write, so the copy holds every acknowledged write)."""
+        dest = Path(dest)
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(self.dir, dest, ignore=shutil.ignore_patterns("redis.log"))
+        return dest
 
     def client(self, **kwargs) -> redis.Redis:
         return redis.Redis(host=self.host, port=self.port, **kwargs)

@@ -132,8 +132,14 @@ def _cluster(rv: int, replicas: int, writer: str = "autoscaler") -> dict:
                          "managedFields": [{
                              "manager": writer, "time": f"2026-01-01T00:00:{rv:02d}Z",
                              "fieldsV1": {"f:spec": {"f:workerGroupSpecs": {}}}}]},
-            "spec": {"workerGroupSpecs": [{"groupName": "cpu", "replicas": replicas,
-                                           "minReplicas": 0, "maxReplicas": 4}]}}
+            "spec": {"headGroupSpec": _pod_group(), "workerGroupSpecs": [dict(
+                _pod_group(), groupName="cpu", replicas=replicas, minReplicas=0,
+                maxReplicas=4)]}}
+
+
+def _pod_group(**kw) -> dict:
+    return {"rayStartParams": {"num-cpus": "1"},
+            "template": {"spec": {"containers": [{"name": "ray"}]}}, **kw}
 
 
 def test_ledger_patches_conflicts_findings_and_stale_reads():
@@ -169,6 +175,26 @@ def test_ledger_patches_conflicts_findings_and_stale_reads():
                     "application/json-patch+json", _cluster(7, 3), sent=sent)
     s = _scrape(c)
     assert _get(s, "vecsched_kuberay_guard_total", event="guarded_patches") == 1
+
+
+def test_ledger_exports_each_malformed_field_by_group():
+    """A malformed group is a finding (counted once) and, while it stays malformed, a
+    gauge naming the group and the field."""
+    ledger = Ledger(None)
+    cr = _cluster(5, 1)
+    cr["spec"]["workerGroupSpecs"].append(dict(_pod_group(), groupName="bad", replicas=0,
+                                               minReplicas=0, maxReplicas=2,
+                                               rayStartParams={"num-cpus": "abc"}))
+    ledger.fresh(cr, reread=None)
+    ledger.fresh(dict(cr, metadata=dict(cr["metadata"], resourceVersion="6")), reread=None)
+    s = _scrape(LedgerCollector(ledger))
+    assert _get(s, "vecsched_kuberay_findings_total", kind="malformed_group") == 1
+    assert _get(s, "vecsched_kuberay_malformed", group="bad", action="skipped",
+                field="spec.workerGroupSpecs[1].rayStartParams.num-cpus") == 1
+    cr["spec"]["workerGroupSpecs"].pop()                  # fixed: the gauge is gone
+    ledger.fresh(dict(cr, metadata=dict(cr["metadata"], resourceVersion="7")), reread=None)
+    s = _scrape(LedgerCollector(ledger))
+    assert not any(n == "vecsched_kuberay_malformed" for n, _ in s)
 
 
 # ------------------------------------------------------------------------ shared layer

@@ -1,6 +1,6 @@
 """The HA demo: autoscaler replicas (active / passive, `vecsched.adapters.leader`) on a shared
 simulated world, with a leader killed and a leader paused, or Redis restarted empty
-(`vecsched ha-demo [--scenario kill-pause|redis-restart] [--backend redis|kube]`).
+(`vecsched ha-demo [--scenario kill-pause|redis-restart|redis-old-snapshot] [--backend redis|kube]`).
 
     world.py          the simulated cloud + cluster + clock, with its own record and fence
     world_server.py   the world's own process, and its clients

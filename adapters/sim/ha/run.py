@@ -27,7 +27,8 @@ leader claiming its epoch there (`lease_site.py`). The reference run keeps its l
 in Redis: it only fixes what the cloud should have been asked.
 
 `scenario="redis-restart"` replaces steps 4-5 by a Redis that restarts empty under
-the leader (`run_restart.py`). `allow_volatile_redis` runs the demo's Redis without
+the leader, `scenario="redis-old-snapshot"` by a Redis restored from a backup taken
+before the replicas started, when its epoch key said 1 (`run_restart.py`). `allow_volatile_redis` runs the demo's Redis without
 persistence and lets the replicas accept it (they refuse such a Redis otherwise).
 """
 from __future__ import annotations
@@ -66,7 +67,7 @@ class DemoConfig:
     scheduler: str = "engine"
     kill_from_tick: int = 2          # the fault at the first launching tick from here
     wait_s: float = 120.0            # the longest any one step may take (start-up: JIT)
-    scenario: str = "kill-pause"     # or "redis-restart"
+    scenario: str = "kill-pause"     # or "redis-restart", "redis-old-snapshot"
     allow_volatile_redis: bool = False
     backend: str = "redis"           # where the replicas' lease lives: redis or kube
 
@@ -75,6 +76,11 @@ class DemoConfig:
             raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}, "
                              f"got {self.scenario!r}")
         check_backend(self.backend)
+        if self.scenario == "redis-old-snapshot" and self.backend != "redis":
+            # the snapshot takes the lease's epoch key back; a Kubernetes Lease is not
+            # in Redis (its own restore is test_kube_lease.py's)
+            raise ValueError(f"scenario 'redis-old-snapshot' needs backend 'redis', "
+                             f"got {self.backend!r}")
         if self.backend == "kube" and self.ttl_s != int(self.ttl_s):
             # leaseDurationSeconds is whole seconds: the API's expiry would be later
             # than the holder's, and the failover bound (ttl + one tick) would not hold
@@ -82,7 +88,7 @@ class DemoConfig:
                              f"{self.ttl_s!r} with backend 'kube'")
 
 
-SCENARIOS = ("kill-pause", "redis-restart")
+SCENARIOS = ("kill-pause", "redis-restart", "redis-old-snapshot")
 
 
 def reference_run(server: RedisServer, dc: DemoConfig) -> tuple[dict, dict]:
@@ -117,7 +123,7 @@ def run_demo(out: str | Path, dc: DemoConfig = DemoConfig(), log=print) -> dict:
     t0 = time.monotonic()
     children: list[Child] = []
     shutil.rmtree(out / "redis", ignore_errors=True)     # a fresh Redis every run
-    orchestrate = orchestrate_restart if dc.scenario == "redis-restart" else _orchestrate
+    orchestrate = _orchestrate if dc.scenario == "kill-pause" else orchestrate_restart
     kube_api = KubeLeaseApi(out / "kube-tls") if dc.backend == "kube" else None
     with RedisServer(out / "redis", persistent=not dc.allow_volatile_redis) as server, \
             (kube_api or contextlib.nullcontext()):

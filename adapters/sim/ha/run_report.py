@@ -21,6 +21,16 @@ no leader makes progress, and is counted as such.
 
 `reset_wait_s`: the time the replicas held a granted lease back that way, in total
 (their lease counters, `LeaseStats.reset_waits_ms`); 0 in a run without a loss.
+
+`acted_during_reset` (after a Redis restart or restore): the world's calls (a claim
+included) of another replica, in a term newer than the one that held the lease when
+Redis went down, made before that term's lease can have run out: the old leader's
+last renewal was sent before Redis went down, so by its own clock it may act until
+`down_at + ttl`. (The old leader's own next term is not counted: it stepped down
+first, in the same process.) From the world's record and the harness's own fault
+time; must be 0 (another replica's grant waits one ttl from its acquisition, which
+came after Redis was back). With `--backend kube` the Lease survives a Redis restart:
+the old leader takes its next term itself, at once, and nothing is counted.
 """
 from __future__ import annotations
 
@@ -85,6 +95,20 @@ def epoch_regressions(result: dict, world: dict, audit: list[dict]) -> list[int]
     return sorted(bad)
 
 
+def acted_during_reset(faults: list[dict], world: dict, ttl_s: float) -> list[dict]:
+    """The world's calls of another replica's newer term made while the term from
+    before a Redis restart could still act (module docstring)."""
+    out = []
+    for f in faults:
+        if "down_at" not in f:
+            continue
+        until = f["down_at"] + ttl_s
+        out += [c for c in world["calls"]
+                if c["epoch"] > f["epoch_before"] and c["t"] < until
+                and name_of(c["replica"]) != f["replica"]]
+    return out
+
+
 def stuck_s(fault: dict, world: dict) -> float | None:
     """The longest time from `fault["down_at"]` on without an accepted advance."""
     if "down_at" not in fault:
@@ -126,6 +150,7 @@ class _Figures:
     replays: int
     # epochs, stalls and the replicas' events
     regressions: list
+    early: list
     stuck: list
     events: list
     errors: Counter
@@ -154,6 +179,7 @@ def summarize(dc, result: dict, ref_world: dict, ref_records: dict) -> dict:
         "demand_lost": f.demand_lost,
         "demand_delayed": f.demand_delayed,
         "epoch_regressions": len(f.regressions),
+        "acted_during_reset": len(f.early),
         "stuck_s": max(f.stuck) if f.stuck and None not in f.stuck else None,
         "reset_wait_s": _reset_wait_s(result),
         "checks": checks,
@@ -181,6 +207,7 @@ def _figures(dc, result: dict, ref_world: dict) -> _Figures:
         **writes,
         **_call_figures(result["faults"], world, writes["writers"]),
         **_event_figures(result, world, audit),
+        early=acted_during_reset(result["faults"], world, dc.ttl_s),
     )
 
 
@@ -297,9 +324,10 @@ def _checks(f: _Figures, result: dict, ref_records: dict) -> dict:
         "no_demand_lost": f.demand_lost == 0,
         "records_match_reference": result["records"] == ref_records,
     }
-    if f.scenario == "redis-restart":
+    if f.scenario in ("redis-restart", "redis-old-snapshot"):
         checks["records_rebuilt_from_the_cloud"] = bool(f.rebuilds)
         checks["progress_after_the_restart"] = all(x is not None for x in f.stuck)
+        checks["no_new_term_acts_while_the_old_may"] = not f.early
     return checks
 
 
@@ -309,6 +337,7 @@ def _detail(f: _Figures, dc, result: dict, ref_world: dict) -> dict:
     return {
         "recovery_s": f.recovery,   # the new leader saw its lease -> its first accepted call
         "regressed_epochs": f.regressions, "replica_errors": dict(f.errors),
+        "acted_during_reset": f.early,
         "rebuilds": f.rebuilds,
         "redis_restarts_seen": [e for e in f.events if e["ev"] == "redis-restart"],
         "reset_waits": [e for e in f.events if e["ev"] == "waiting"],

@@ -16,9 +16,16 @@ The run (after the same reference run as the default scenario):
    cloud, finds no records and rebuilds them from the cloud's instance list, and
    the run goes on to its last tick.
 
+`--scenario redis-old-snapshot` is the same run with another loss: before the replicas
+start, a previous deployment held the lease once (epoch 1) and a backup of Redis's files
+was taken then; the replicas are granted 2 and up; at step 3 Redis comes back **from
+that backup** (its epoch key says 1, no lease, no records). The next leader, which saw
+epoch 2, is granted 3 (above everything it saw: no regression), but the grant comes from
+a Redis that forgot a grant, so it waits out the old leader as in step 4.
+
 `ha.json` then has what the default scenario has (computed the same way, from the
 world's record and the audit before and after the restart), and `epoch_regressions`,
-`stuck_s` and `reset_wait_s` (`run_report.py`).
+`acted_during_reset`, `stuck_s` and `reset_wait_s` (`run_report.py`).
 """
 from __future__ import annotations
 
@@ -27,7 +34,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from vecsched.adapters.leader import FencedStorage, Keys, connect
+from vecsched.adapters.leader import (FencedStorage, Keys, Lease, RedisLeaseBackend,
+                                      connect)
 from vecsched.adapters.sim.ha.instance_table import FencedInstanceTable, final_records
 
 from .procs import Child, DemoError, first_leader, start_replica, world_address
@@ -71,10 +79,28 @@ def _next_leader(replicas: list[Child], after: float, epoch_before: int,
     return c, e
 
 
+def _old_backup(server, dc, dest: Path) -> Path:
+    """A previous deployment held the demo's lease once (epoch 1) and let it go; a
+    backup of Redis's files is taken then (what `redis-old-snapshot` restores)."""
+    client = connect(server.host, server.port, timeout_s=5.0)
+    try:
+        lease = Lease(RedisLeaseBackend(client, Keys("ha-demo"),
+                                        allow_volatile=dc.allow_volatile_redis),
+                      "previous-deployment", ttl_s=dc.ttl_s)
+        if not lease.try_acquire() or lease.epoch != 1:
+            raise DemoError(f"the previous deployment's lease: epoch {lease.epoch}, not 1")
+        lease.release()
+    finally:
+        client.close()
+    return server.snapshot(dest)
+
+
 def orchestrate_restart(server, dc, authkey: bytes, logs: Path, children: list,
                         log, kube: dict | None = None) -> dict:
     """Run the scenario (module docstring); the raw result `run_report` summarizes."""
     w = dc.wait_s
+    backup = _old_backup(server, dc, logs.parent / "redis-backup") \
+        if dc.scenario == "redis-old-snapshot" else None
     world = Child("world", "vecsched.adapters.sim.ha.world_server",
                   json.dumps(asdict(dc.sim)), authkey, logs)
     children.append(world)
@@ -85,7 +111,9 @@ def orchestrate_restart(server, dc, authkey: bytes, logs: Path, children: list,
     b.wait_for("ready", w)
     first = first_leader([a, b], 5 * dc.ttl_s + 5)
     time.sleep(2 * dc.ttl_s)
-    leaders = [c.name for c in (a, b) if any(e["epoch"] == 1 for e in c.seen("leader"))]
+    first_epoch = 2 if backup else 1          # the previous deployment's was 1
+    leaders = [c.name for c in (a, b)
+               if any(e["epoch"] == first_epoch for e in c.seen("leader"))]
     other = b if first is a else a
     both_led = bool(other.seen("leader"))
     log(f"replicas A and B started together: {first.name} took the lease, {other.name} "
@@ -98,12 +126,13 @@ def orchestrate_restart(server, dc, authkey: bytes, logs: Path, children: list,
     audit_before = _audit(server)
     epoch_before = held["epoch"]
     t_down = time.monotonic()
-    server.restart(empty=True)
+    server.restart(empty=backup is None, restore=backup)
     t_up = time.monotonic()
     first.send("go")
-    log(f"Redis restarted EMPTY ({t_up - t_down:.2f} s) while {first.name} (epoch "
-        f"{epoch_before}) held tick {held['tick']}: {held['requested']} launches recorded, "
-        f"not yet called; lease, epoch counter, records and audit gone")
+    log(f"Redis {'restored from the backup of epoch 1' if backup else 'restarted EMPTY'} "
+        f"({t_up - t_down:.2f} s) while {first.name} (epoch {epoch_before}) held tick "
+        f"{held['tick']}: {held['requested']} launches recorded, not yet called; lease, "
+        f"records and audit gone, epoch counter {'back at 1' if backup else 'gone'}")
 
     ender = _wait_end([a, b], w + dc.sim.ticks * dc.tick_real_s * 3)
     nxt, took = _next_leader([a, b], t_down, epoch_before)
@@ -124,12 +153,12 @@ def orchestrate_restart(server, dc, authkey: bytes, logs: Path, children: list,
     client = connect(server.host, server.port, timeout_s=5.0)
     storage = FencedStorage(client, Keys("ha-demo"))
     return {
-        "scenario": "redis-restart",
+        "scenario": dc.scenario,
         "world": record, "audit": audit_before + storage.audit(),
         "records": final_records(FencedInstanceTable(storage)),
         "started_together": {"replicas": ["A", "B"], "leaders": leaders,
                              "both_led": both_led},
-        "faults": [{"kind": "redis-restart", "replica": first.name, "at": t_up,
+        "faults": [{"kind": dc.scenario, "replica": first.name, "at": t_up,
                     "down_at": t_down, "tick": held["tick"], "point": "postwrite",
                     "requested": held["requested"], "in_flight": held["in_flight"],
                     "epoch_before": epoch_before, "min_epoch": epoch_before + 1,

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import time
 
-from .local_cluster import NS, LocalKubeRay, Sampler
-from .scenario import GITOPS_MANAGER, _ray_nodes, collect
+from .local_cluster import NS, LocalKubeRay
+from .scenario import GITOPS_MANAGER, _ray_nodes, recorded_run, start_phase
 
 
 def reverse_groups(name: str, record: list):
@@ -57,23 +57,10 @@ def _until(kr: LocalKubeRay, rec: dict, cond, timeout: float, what: str, log) ->
 
 def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
     """Drive the reorder scenario on a started cluster; the caller stops it."""
-    import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    rec: dict = {"phases": [], "scenario": "reorder", "reorders": []}
-    sampler = Sampler(kr).start()
-    rec["t0_wall"] = sampler.t0_wall
-
-    def phase(name: str, **extra):
-        entry = {"name": name, "t": sampler.now(), **extra}
-        rec["phases"].append(entry)
-        log(f"[{entry['t']:6.1f} s] {name}")
-
-    try:
-        phase("start")
-        kr.wait(lambda: len(kr.pods()["cpu"]) == 1 and len(_ray_nodes(kr).get("cpu", [])) == 1,
-                timeout, "the operator's minReplicas pod and its Ray node")
-        ray.init(address=kr.gcs_address, logging_level="warning", log_to_driver=False)
+    with recorded_run(kr, log, scenario="reorder", reorders=[]) as (rec, phase):
+        start_phase(kr, phase, timeout)
 
         phase("reorder-launch", demand="placement group 3 x {CPU: 1}, STRICT_SPREAD",
               race="groups reversed between the side-car's read and its patch")
@@ -92,14 +79,7 @@ def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
                "scale-down to minReplicas", log)
         time.sleep(2 * kr.tick_s)
         phase("end")
-        rec["final"] = {"replicas": kr.replicas(), "pods": kr.pods(),
-                        "ray_nodes": _ray_nodes(kr),
-                        "order": [g["groupName"] for g in kr.cluster()["spec"]["workerGroupSpecs"]]}
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        sampler.stop()
-        collect(kr, sampler, rec)
+        rec["final"]["order"] = [g["groupName"] for g in kr.cluster()["spec"]["workerGroupSpecs"]]
     rec["max_pods"] = {}
     for row in rec["timeline"]:
         for g, n in row["pods"].items():

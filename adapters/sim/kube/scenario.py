@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from typing import Optional
 
 import requests
 
+from . import wire_audit
 from .local_cluster import NS, LocalKubeRay, Sampler
 
 CLUSTER = "kuberay-demo"
@@ -98,25 +100,10 @@ def _ray_nodes(kr: LocalKubeRay) -> dict:
 
 def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
     """Drive the scenario on a started cluster; the caller stops it."""
-    import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    rec: dict = {"phases": []}
-    sampler = Sampler(kr).start()
-    rec["t0_wall"] = sampler.t0_wall
-
-    def phase(name: str, **extra):
-        entry = {"name": name, "t": sampler.now(), **extra}
-        rec["phases"].append(entry)
-        log(f"[{entry['t']:6.1f} s] {name}")
-        return entry
-
-    try:
-        phase("start")
-        kr.wait(lambda: len(kr.pods()["cpu"]) == 1 and len(_ray_nodes(kr).get("cpu", [])) == 1,
-                timeout, "the operator's minReplicas pod and its Ray node")
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")    # as the cluster runs
-        ray.init(address=kr.gcs_address, logging_level="warning", log_to_driver=False)
+    with recorded_run(kr, log) as (rec, phase):
+        start_phase(kr, phase, timeout)
 
         phase("scale-up", demand="placement group 3 x {CPU: 1}, STRICT_SPREAD")
         pg = placement_group([{"CPU": 1}] * 3, strategy="STRICT_SPREAD")
@@ -151,17 +138,51 @@ def run(kr: LocalKubeRay, log=print, timeout: float = 90.0) -> dict:
                 timeout + IDLE_S + DELETE_DELAY_S, "scale-down to minReplicas")
         time.sleep(2 * kr.tick_s)
         phase("end")
-        rec["final"] = {"replicas": kr.replicas(), "pods": kr.pods(),
-                        "ray_nodes": _ray_nodes(kr),
-                        "workers_to_delete": {g["groupName"]: (g.get("scaleStrategy") or {})
-                                              .get("workersToDelete", [])
-                                              for g in kr.cluster()["spec"]["workerGroupSpecs"]}}
+        rec["final"]["workers_to_delete"] = {
+            g["groupName"]: (g.get("scaleStrategy") or {}).get("workersToDelete", [])
+            for g in kr.cluster()["spec"]["workerGroupSpecs"]}
+    return rec
+
+
+def start_phase(kr: LocalKubeRay, phase, timeout: float, cpu: int = 1) -> None:
+    """The ``start`` phase every scenario begins with: ``cpu`` pods of the ``cpu``
+    group and their Ray nodes up, then this driver joins the cluster."""
+    import ray
+
+    phase("start")
+    kr.wait(lambda: len(kr.pods()["cpu"]) == cpu and len(_ray_nodes(kr).get("cpu", [])) == cpu,
+            timeout, f"the {cpu} cpu pod(s) and their Ray nodes")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")    # as the cluster runs
+    ray.init(address=kr.gcs_address, logging_level="warning", log_to_driver=False)
+
+
+@contextmanager
+def recorded_run(kr: LocalKubeRay, log, **rec):
+    """A scenario's frame: ``(rec, phase)``, the record (``rec`` its first keys) and a
+    ``phase(name, **detail)`` that stamps and logs each phase; at the end, whatever
+    happened, the driver leaves Ray, the sampler stops, ``collect`` fills the record,
+    and the final state (``final``: replicas, pods, Ray nodes) is taken if the scenario
+    got to its ``end`` phase."""
+    import ray
+
+    rec = {"phases": [], **rec}
+    sampler = Sampler(kr).start()
+    rec["t0_wall"] = sampler.t0_wall
+
+    def phase(name: str, **extra):
+        entry = {"name": name, "t": sampler.now(), **extra}
+        rec["phases"].append(entry)
+        log(f"[{entry['t']:6.1f} s] {name}")
+        if name == "end":
+            rec["final"] = {"replicas": kr.replicas(), "pods": kr.pods(),
+                            "ray_nodes": _ray_nodes(kr)}
+    try:
+        yield rec, phase
     finally:
         if ray.is_initialized():
             ray.shutdown()
         sampler.stop()
         collect(kr, sampler, rec)
-    return rec
 
 
 def collect(kr: LocalKubeRay, sampler: Sampler, rec: dict) -> None:
@@ -178,6 +199,9 @@ def collect(kr: LocalKubeRay, sampler: Sampler, rec: dict) -> None:
     rec["wire_puts"] = [{"t": e["t"], "manager": e["manager"], "status": e["status"],
                          "path": e["path"]}
                         for e in (kr.api.requests("PUT", "rayclusters") if kr.api else [])]
+    if kr.api:       # judged from the stand-in's own record (wire_audit.py)
+        rec["audit"] = wire_audit.counts(kr.api.requests(), kr.api.store.journal, kr.name,
+                                         rec["ledger"].get("conflicts", []))
 
 
 def result_json(rec: dict, t0: Optional[float] = None) -> dict:
@@ -188,6 +212,7 @@ def result_json(rec: dict, t0: Optional[float] = None) -> dict:
             groups.setdefault(g, []).append([row["t"], r, row["pods"].get(g, 0)])
     led = rec.get("ledger") or {}
     st = rec.get("stats") or {}
+    audit = rec.get("audit") or {}
     t0 = rec.get("t0_wall", 0.0) if t0 is None else t0
 
     def rel(items):                       # wall-clock "t" -> seconds on the timeline
@@ -202,9 +227,14 @@ def result_json(rec: dict, t0: Optional[float] = None) -> dict:
         "conflicts": rel(led.get("conflicts", [])),
         "findings": rel(led.get("findings", [])),
         "stale_reads": rel(led.get("stale_reads", [])),
-        # patches that landed on a group other than the one meant (must be 0), the
-        # guard's counters, and the conflicts it caught, by kind
-        "wrong_group_patches": (led.get("guard") or {}).get("wrong_group_patches"),
+        # from the API stand-in's own record (wire_audit.py): patches that landed on a
+        # group other than the one meant, and other writers' replicas writes the
+        # autoscaler overwrote with no conflict reported (both must be 0); then the
+        # guard's own counters and the conflicts it caught, by kind
+        "wrong_group_patches": audit.get("wrong_group_patches"),
+        "overwrites": audit.get("overwrites"),
+        "overwrites_unreported": audit.get("overwrites_unreported"),
+        "audit": audit.get("detail"),
         "guard": led.get("guard", {}),
         "conflicts_caught": {k: sum(1 for c in led.get("conflicts", []) if c["kind"] == k)
                              for k in sorted({c["kind"] for c in led.get("conflicts", [])})},

@@ -27,6 +27,8 @@ Fault injection for the regression scenarios: :meth:`Store.serve_stale` makes th
 n unversioned GETs of one object return a version some writes old (a lagging cache);
 :meth:`Store.before_next_patch` runs a write of another client just before the next
 PATCH of one object is applied (a GitOps writer racing between a read and a patch).
+:attr:`Store.journal` keeps every committed RayCluster write (manager, resourceVersion,
+the object before and after) for the scenarios' audits (``wire_audit.py``).
 """
 from __future__ import annotations
 
@@ -133,6 +135,9 @@ class Store:
         self._stale: Dict[Key, tuple] = {}    # key -> (GETs left, versions back)
         self._before_patch: Dict[Key, list] = {}  # key -> writes to run before PATCHes
         self._cv = threading.Condition()
+        # every committed write of a RayCluster, in order: what the audit of a scenario
+        # reads (which group a patch landed on, whose write it overwrote)
+        self.journal: list = []
 
     def _next_uid(self) -> str:
         self._n_uid += 1
@@ -365,5 +370,10 @@ class Store:
         new["metadata"]["resourceVersion"] = str(self._rv)
         if old:
             self._hist.setdefault(key, deque(maxlen=_HISTORY)).append(copy.deepcopy(old))
+        if key[0] == "rayclusters":
+            self.journal.append({"t": self._clock(), "ns": key[1], "name": key[2],
+                                 "manager": manager, "subresource": subresource,
+                                 "rv": self._rv, "old": copy.deepcopy(old) or None,
+                                 "new": copy.deepcopy(new)})
         self._objs[key] = new
         self._cv.notify_all()

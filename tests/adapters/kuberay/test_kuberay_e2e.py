@@ -27,7 +27,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from vecsched.adapters.sim.kube import reorder, scenario  # noqa: E402
+from vecsched.adapters.sim.kube import duplicate, person_write, reorder, scenario  # noqa: E402
 from vecsched.adapters.sim.kube.local_cluster import LocalKubeRay  # noqa: E402
 from vecsched.adapters.cli.kuberay import checks  # noqa: E402
 
@@ -41,11 +41,12 @@ def _run(mode: str, tmp_path, which: str = "default") -> dict:
     from vecsched.engine import warmup
     warmup()                    # fills the numba cache the side-car loads
     dumps = str(tmp_path / f"dumps-{mode}")
-    kr = LocalKubeRay(scenario.demo_cluster(), mode=mode, ray_check=mode == "engine",
-                      dump_dir=dumps)
+    cr = person_write.person_cluster() if which == "person-write" else scenario.demo_cluster()
+    kr = LocalKubeRay(cr, mode=mode, ray_check=mode == "engine", dump_dir=dumps)
     try:
         kr.start(timeout=300)
-        run = reorder.run if which == "reorder" else scenario.run
+        run = {"reorder": reorder.run, "duplicate-name": duplicate.run,
+               "person-write": person_write.run}.get(which, scenario.run)
         rec = run(kr, log=lambda m: print(f"[{mode}/{which}] {m}", file=sys.stderr))
         rec["dumps"] = sorted(glob.glob(os.path.join(dumps, "tick-*.json")))
         rec["managed"] = kr.cluster()["metadata"]["managedFields"]
@@ -78,6 +79,10 @@ def test_kuberay_engine_end_to_end(tmp_path):
     rec = _run("engine", tmp_path)
     verdicts = checks(rec)
     assert all(ok for ok, _ in verdicts.values()), verdicts
+    # judged from the API stand-in's record: the GitOps revert was overwritten only
+    # after it was reported, and no patch landed on another group
+    audit = rec["audit"]
+    assert audit["wrong_group_patches"] == 0 and audit["overwrites_unreported"] == 0, audit
     st, led = rec["stats"], rec["ledger"]
     # every decision after the kernels' background warm-up was the engine's (Ray's
     # scheduler decides the ticks before it, adapters/ray/autoscaler_scheduler.py);
@@ -200,3 +205,31 @@ def test_kuberay_reorder_between_read_and_patch(tmp_path):
     result = scenario.result_json(rec)
     assert result["wrong_group_patches"] == 0
     assert result["conflicts_caught"] == {"group_moved": 2}
+    assert result["overwrites_unreported"] == 0       # judged from the stand-in's record
+
+
+@pytest.mark.cluster
+def test_kuberay_duplicate_name_and_swapped_names(tmp_path):
+    """A same-name copy of ``cpu`` inserted in front between a read and a patch, then
+    ``cpu`` and ``pair`` swapping names (and counts) on unchanged templates: neither
+    patch is re-sent by name; what landed is judged from the API stand-in's record.
+    (With the name-only guard, both landed on the other group: wrong_group_patches 2.)"""
+    rec = _run("engine", tmp_path, "duplicate-name")
+    verdicts = duplicate.checks(rec)
+    assert all(ok for ok, _ in verdicts.values()), verdicts
+    result = scenario.result_json(rec)
+    assert result["wrong_group_patches"] == 0 and result["overwrites_unreported"] == 0
+    assert result["conflicts_caught"].get("group_identity", 0) >= 2
+
+
+@pytest.mark.cluster
+def test_kuberay_person_write_to_a_group_never_written(tmp_path):
+    """A person lowers ``cpu`` (applied at 2, never written by the side-car) to 1: the
+    side-car reports it at its next read; Ray's next scale request puts it back to the
+    2 pods it observes, an overwrite that was reported. (Before: overwrites_unreported
+    1.)"""
+    rec = _run("engine", tmp_path, "person-write")
+    verdicts = person_write.checks(rec)
+    assert all(ok for ok, _ in verdicts.values()), verdicts
+    result = scenario.result_json(rec)
+    assert result["overwrites"] == 1 and result["overwrites_unreported"] == 0

@@ -345,3 +345,28 @@ def test_a_deleted_lease_is_a_reset_the_next_holder_waits_out(api):
     mono[0] += NS // 10                          # one ttl since B's acquisition
     assert b.leading() and b.token().epoch == 2
     assert _object(api)["spec"]["leaseTransitions"] == 2
+
+
+def test_a_lease_restored_below_the_floor_is_a_reset_the_next_holder_waits_out(api):
+    """The Lease object restored from an old backup (leaseTransitions 1, holder gone)
+    while B has seen epoch 2: B's grant (3) comes from a Lease that forgot a grant, so
+    it waits one ttl; the old holder may still act until its own lease runs out."""
+    mono = [100 * NS]
+    clock = lambda: mono[0]                      # noqa: E731
+    a, b = _lease(api, "A", clock=clock), _lease(api, "B", clock=clock)
+    assert a.try_acquire() and a.epoch == 1
+    old = _object(api)
+    a.release()
+    assert a.try_acquire() and a.epoch == 2
+    assert not b.try_acquire() and b.max_epoch_seen == 2
+    restored = dict(old, metadata={k: v for k, v in _object(api)["metadata"].items()})
+    restored["spec"] = dict(old["spec"], holderIdentity="", leaseTransitions=1)
+    api.store.update("leases", NAMESPACE, NAME, restored, "velero")
+    mono[0] += NS // 10
+    assert b.try_acquire() and b.epoch == 3 and b.stats.backend_resets == 1
+    assert not b.leading() and b.waiting() == NS
+    assert a.leading()
+    mono[0] += NS // 2
+    assert b.renew() and not b.leading()         # B keeps its lease meanwhile
+    mono[0] += NS // 2
+    assert not a.leading() and b.leading() and b.token().epoch == 3

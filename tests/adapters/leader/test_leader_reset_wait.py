@@ -137,3 +137,61 @@ def test_a_lease_fenced_out_after_it_ran_out_does_not_wait(redis_server):
     a.lose("fenced")
     a.backend.release(a.holder, 2)
     assert a.try_acquire() and a.leading() and a.waiting() == 0
+
+
+def _restore(server, keep: dict, lease_key: bytes) -> None:
+    """Redis back from an old snapshot: every key as it was then; the lease key of then
+    had expired long ago, so it is not there."""
+    client = connect(port=server.port, timeout_s=1.0)
+    client.flushall()
+    for key, raw in keep.items():
+        if key != lease_key:
+            client.restore(key, 0, raw)
+    client.close()
+
+
+def test_a_grant_from_an_epoch_key_restored_below_the_floor_waits(redis_server):
+    """Redis restored from an old snapshot: its epoch key says 1 while B has seen A's
+    epoch 2. The grant (3: above the floor, no regression) still comes from a Redis that
+    forgot a grant, so A may be mid-tick on epoch 2 by its own clock: B waits one ttl,
+    as after an empty restart. A key equal to the floor is no loss: no wait."""
+    clock = _Clock()
+    a, b = _lease(redis_server, "A", clock), _lease(redis_server, "B", clock)
+    keys = Keys("c")
+    client = connect(port=redis_server.port, timeout_s=1.0)
+    assert a.try_acquire() and a.epoch == 1
+    snapshot = {k: client.dump(k) for k in client.keys("*")}       # epoch key 1
+    a.release()
+    assert a.try_acquire() and a.epoch == 2
+    assert not b.try_acquire() and b.max_epoch_seen == 2            # B read A's lease
+    _restore(redis_server, snapshot, keys.lease.encode())
+    assert client.get(keys.epoch) == b"1"
+    clock.at_ms(100)
+    assert b.try_acquire() and b.epoch == 3
+    assert b.stats.backend_resets == 1 and b.stats.epoch_regressions == 0
+    assert a.leading() and a.token().epoch == 2                     # A's lease still runs
+    assert not b.leading() and b.waiting() == 1000 * MS
+    with pytest.raises(NotLeader, match="lost its records"):
+        b.token()
+    clock.at_ms(700)
+    assert b.renew() and not b.leading()                            # B keeps its lease
+    clock.at_ms(1100)
+    assert not a.leading() and b.leading() and b.token().epoch == 3
+
+    c = _lease(redis_server, "C", clock)                            # the ordinary case
+    b.release()
+    assert c.try_acquire() and c.epoch == 4 and c.leading()          # key 3, floor 3
+    assert c.stats.backend_resets == 0
+
+
+def test_the_write_stamp_above_the_epoch_key_is_a_loss(redis_server):
+    """The epoch key alone went back (restored, or deleted by hand) while the stamp of
+    the writes remembers epoch 2: whatever the acquirer saw, that is a lost grant."""
+    clock = _Clock()
+    keys = Keys("c")
+    client = connect(port=redis_server.port, timeout_s=1.0)
+    client.set(keys.epoch, 1)
+    client.set(keys.stamp, 2)
+    d = _lease(redis_server, "D", clock)                            # knows nothing
+    assert d.try_acquire() and d.epoch == 3 and d.stats.backend_resets == 1
+    assert not d.leading() and d.waiting() == 1000 * MS
