@@ -4,7 +4,7 @@ Runs compare_ray.run_one (same SchedulingRequest for both, decisions checked
 equal, Ray capped in a forked child) over three sweeps and writes a PNG plot, a
 markdown table and the raw rows as JSON:
 
-    python bench/plot_scaling.py --out docs/perf   # -> docs/perf.png, .md, .json
+    python -m bench.plot_scaling --out docs/perf   # -> docs/perf.png, .md, .json
 """
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import compare_ray  # noqa: E402
+from bench import compare_ray
 
 NODES = (100, 300, 1000, 3000, 10000)          # at 1,000 pending units, 20 shapes
 PENDING = (100, 1000, 10000, 100000)           # at 1,000 nodes, 20 shapes

@@ -1,8 +1,8 @@
 """The workload suite: every scheduler on a set of workloads x seeds, one table, one plot.
 
-    .venv/bin/python bench/suite.py --quick                 # seed 0 only (~3-4 min here)
-    .venv/bin/python bench/suite.py                          # seeds 0-3 (~11 min here)
-    .venv/bin/python bench/suite.py --workloads services --schedulers engine,efficient
+    .venv/bin/python -m bench.suite --quick                 # seed 0 only (~3-4 min here)
+    .venv/bin/python -m bench.suite                          # seeds 0-3 (~11 min here)
+    .venv/bin/python -m bench.suite --workloads services --schedulers engine,efficient
 
 Each cell is one ``vecsched.adapters.replay.Replay`` of one workload window, gang
 share, seed and scheduler (``ReplayConfig(seed=seed)``: the ``vecsched replay``
@@ -39,10 +39,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from vecsched.adapters.replay import (DEFAULT_WINDOW, GangOverlay, Replay,  # noqa: E402
-                                          ReplayConfig, Window, load, make)
+from vecsched.adapters.replay import (DEFAULT_WINDOW, GangOverlay, Replay, ReplayConfig,
+                                      Window, load, make)
 
 CELL_KEYS = ("workload", "gangs", "seed", "scheduler", "gpu_hours", "node_hours", "cost",
              "pending_p50_s", "pending_p95_s", "launches", "cancelled_before_join",

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import common  # noqa: I001  (first: puts the repo root on sys.path)
+from . import common
 
 import vecsched.engine as engine
 
@@ -61,7 +61,7 @@ class TickGangs:
 class TickEfficient:
     """One efficient-mode tick (``mode="efficient"``, default options) on the three
     ``cluster_v2`` rows of issue 22's speed targets (nodes / units / groups: 1k / 1k /
-    50, 1k / 30k / 0, 10k / 100k / 1,000); ``bench/compare_ray.py --mode efficient``
+    50, 1k / 30k / 0, 10k / 100k / 1,000); ``python -m bench.compare_ray --mode efficient``
     puts the same rows beside ray-compat in one process. Setup runs one untimed tick,
     which compiles (or loads) the mode's kernels and imports OR-Tools."""
     params = ([(1000, 1000, 50), (1000, 30000, 0), (10000, 100000, 1000)],)

@@ -4,10 +4,7 @@ the cells are deterministic (the suite's own runs are long; these are not)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,22 +12,13 @@ from vecsched.adapters.replay import Window
 
 pytest.importorskip("ray.autoscaler.v2.scheduler", reason="the engine runs through Ray's protobuf")
 
-SUITE_PY = Path(__file__).resolve().parents[3] / "bench" / "suite.py"
 TINY = Window(start=0, pods=60, arrival_scale=4.0)
-
-
-def _suite():
-    name = "vecsched_bench_suite_test"
-    spec = importlib.util.spec_from_file_location(name, SUITE_PY)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="module")
 def suite():
-    return _suite()
+    from bench import suite
+    return suite
 
 
 @pytest.fixture(scope="module")
