@@ -2,7 +2,7 @@
 ``ResourceDemandScheduler``), its codec, install and start hook, shadow mode, metrics,
 dump and explain.
 
-Its modules import Ray at module top; this package's ``__init__`` does not. Other
+Its modules may import Ray at module top; this package's ``__init__`` does not. Other
 adapters bind to Ray too (the KubeRay side-car, the lease's Ray storage, the simulated
 Ray cluster, the replay's Ray contender): docs/design.md §2, "Where Ray is imported",
 lists them, and tests/house/test_layering.py checks the list.

@@ -152,7 +152,6 @@ def _spread_state():
 
 def test_cross_check_values_each_answer_against_the_optimum():
     from vecsched.adapters.replay.cross_check import CrossChecked
-    pytest.importorskip("ortools")
     state = _spread_state()
     figures = {}
     for name, launches, bad in (("right", [("cpu4", 3)], ()),
@@ -178,7 +177,6 @@ def test_cross_check_values_each_answer_against_the_optimum():
 
 @pytest.mark.slow
 def test_cli_cross_check_writes_every_scheduler(tmp_path):
-    pytest.importorskip("ortools")
     pytest.importorskip("matplotlib")
     from vecsched.adapters.cli.main import main
     out = tmp_path / "out"

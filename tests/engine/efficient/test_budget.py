@@ -19,8 +19,6 @@ from vecsched.engine.model.validate import check_plan
 from tests.kits.ganggen import gang_tick
 from tests.kits.engine_cases import PLAN_ARRAYS
 
-pytest.importorskip("ortools")
-
 
 def _same(a, b) -> bool:
     return all(np.array_equal(getattr(a, n), getattr(b, n)) for n in PLAN_ARRAYS)

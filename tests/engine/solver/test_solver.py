@@ -22,8 +22,6 @@ from vecsched.engine.solver import (assignment_value, build_instance, check_assi
 from tests.kits.ganggen import gang_tick, plain_tick
 from tests.kits.solver_kit import brute_force, problem_of, small_case
 
-pytest.importorskip("ortools")
-
 
 def _lexicographic(inst, value):
     """(unplaced bundles + units, cost in price units) of an objective value."""
