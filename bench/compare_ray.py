@@ -24,7 +24,7 @@ max_num_nodes, no unconfigured types) none of its documented crash-class fixes
 (Q3, Q4, Q12, Q13) can apply, so plain Ray is the reference. Exit status 1 when any
 configuration's decisions differ.
 
-``--mode efficient`` (issue 22) times the opt-in efficient mode side by side with
+``--mode efficient`` times the opt-in efficient mode side by side with
 ray-compat in one process, on ``cluster_v2`` rows nodes/units/groups (default
 1k/1k/50, 1k/30k/0, 10k/100k/1,000): ``engine.schedule`` of the built Problem in
 each mode (median of --repeat ticks after one untimed call, the ratio efficient /

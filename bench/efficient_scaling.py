@@ -1,11 +1,11 @@
 """The efficient mode's tick time beside ray-compat's, in one process, on
-``cluster_v2`` problems with placement groups (issue 22).
+``cluster_v2`` problems with placement groups (docs/efficient.md "Speed").
 
     .venv/bin/python -m bench.efficient_scaling                 # every row, median of 5
     .venv/bin/python -m bench.efficient_scaling --rows headline --repeat 3
     .venv/bin/python -m bench.efficient_scaling --json out.json
 
-Rows: the issue's three sizes (1k nodes / 1k units / 50 groups, 3k / 10k / 200,
+Rows: the three sizes of the efficient mode's speed targets (1k nodes / 1k units / 50 groups, 3k / 10k / 200,
 10k / 100k / 1,000), a node sweep (1k -> 10k nodes at 10k units / 200 groups) and
 a group sweep (50 -> 1,000 groups at 1k nodes / 1k units). Each cell is the median
 wall time of ``--repeat`` calls of ``vecsched.engine.schedule`` (default options)

@@ -1,5 +1,5 @@
 """Plan fingerprints of the efficient mode on seeded placement-group problems, to
-check that a rewrite of its gang path (issue 22) plans exactly as before.
+check that a rewrite of its gang path (a speed-up, a refactor) plans exactly as before.
 
     .venv/bin/python -m bench.gang_equivalence record bench/gang_equivalence.json
     .venv/bin/python -m bench.gang_equivalence check bench/gang_equivalence.json

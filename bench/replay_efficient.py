@@ -8,7 +8,7 @@ choice), the FFD baseline and, with ``--ray``, Ray 2.60's own scheduler.
 It runs ``vecsched.adapters.replay.Replay`` with the registered schedulers (``efficient`` is
 ``EngineScheduler(mode="efficient")`` priced from the worker groups, ``efficient-proxy``
 the same priced by GPU-hours then node-hours) on the window and config ``vecsched replay``
-uses, and prints the metrics the issue's targets name, the ratios to the engine's
+uses, and prints the metrics the efficient mode's targets name, the ratios to the engine's
 (Ray's choice) and whether each target holds. (``vecsched replay --scheduler
 engine,efficient,baseline,ray`` shows the same for one seed.)
 

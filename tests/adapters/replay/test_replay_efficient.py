@@ -206,7 +206,7 @@ def test_cli_without_cross_check_writes_none(tmp_path):
     assert "cross_check" not in json.loads((out / "summary.json").read_text())
 
 
-# ---- launch churn: cancelled before join (issue 22) -------------------------------------
+# ---- launch churn: cancelled before join -----------------------------------------------
 SERVICES_SMALL = Window(start=0, pods=150, arrival_scale=4.0)
 
 
@@ -285,7 +285,7 @@ def test_default_efficient_mode_cancels_no_booting_node():
 
 @pytest.mark.slow
 def test_launch_churn_within_five_percent_on_the_suite_services_window():
-    """The issue's churn target (cancelled before join <= 5 % of launches) on the suite's
+    """The churn target (cancelled before join <= 5 % of launches) on the suite's
     services cell (bench/suite.py: every replica, real time, seed 0) with the default
     options. Measured: 0 of 243 launches (docs/suite.md)."""
     trace = load("services", None, Window(start=0, pods=None, arrival_scale=1.0))

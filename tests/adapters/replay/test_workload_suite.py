@@ -1,5 +1,5 @@
-"""bench/suite.py on tiny windows: the cells carry exactly the issue's keys, the
-targets are checked as the issue states them, the table has a row per cell, and
+"""bench/suite.py on tiny windows: the cells carry exactly the keys docs/suite.md
+names, the targets are checked as docs/suite.md states them, the table has a row per cell, and
 the cells are deterministic (the suite's own runs are long; these are not)."""
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def cells(suite):
     return suite.run_cells(w, [0], ["engine", "baseline", "efficient"])
 
 
-def test_cells_have_exactly_the_issue_keys(suite, cells):
+def test_cells_have_exactly_the_documented_keys(suite, cells):
     assert suite.CELL_KEYS == (
         "workload", "gangs", "seed", "scheduler", "gpu_hours", "node_hours", "cost",
         "pending_p50_s", "pending_p95_s", "launches", "cancelled_before_join", "restarts",
@@ -50,7 +50,7 @@ def test_cells_are_deterministic(suite, cells):
     assert [strip(c) for c in again] == [strip(c) for c in cells[:3]]
 
 
-def test_targets_as_the_issue_states_them(suite):
+def test_targets_as_docs_suite_states_them(suite):
     ray = {"cost": 10.0, "gpu_hours": 10.0, "node_hours": 5.0, "pending_p50_s": 10.0,
            "pending_p95_s": 20.0}
     ffd = dict(ray, cost=9.0, gpu_hours=11.0)

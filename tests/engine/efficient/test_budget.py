@@ -1,4 +1,4 @@
-"""EfficientOptions.tick_budget_s (issue 22 items 4 and 6): the default budget, spent in
+"""EfficientOptions.tick_budget_s: the default budget, spent in
 work units (``budget.Allowance``: same input, same plan), and the opt-in wall-clock
 guard (an injected clock) that skips or stops the CP-SAT steps, counted in
 ``stats["budget_guard"]``. Nothing here measures speed."""

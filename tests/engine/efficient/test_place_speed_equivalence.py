@@ -1,4 +1,4 @@
-"""Equivalence harness for the efficient mode's placement (issue 22): the plans
+"""Equivalence harness for the efficient mode's placement: the plans
 of ``schedule(p, mode="efficient")`` on seeded problems must stay what they were
 before the placement loops became numba kernels.
 
