@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 from . import common
 
@@ -207,7 +208,7 @@ _WARMUP = "import vecsched.engine, sys; sys.stdout.write(repr(vecsched.engine.wa
 
 
 def _warmup_in_subprocess(cache_dir: str) -> float:
-    root = str(common._ROOT)
+    root = str(Path(__file__).resolve().parents[2])      # the repository root
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=path)
     out = subprocess.run([sys.executable, "-c", _WARMUP], env=env, capture_output=True,
