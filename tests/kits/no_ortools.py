@@ -1,6 +1,7 @@
-"""Run Python code in a child process where OR-Tools does not import, as on a broken
-install: ``BLOCK`` puts an import hook first on ``sys.meta_path`` that refuses
-``ortools``. The child runs from the repository root, so it imports ``tests.kits``."""
+"""Python code in a child process where OR-Tools does not import, as on a broken
+install: prefix the code with ``BLOCK`` (an import hook first on ``sys.meta_path`` that
+refuses ``ortools``) and run it with ``run_child``, which runs it from the repository
+root, so the child imports ``tests.kits`` too."""
 from __future__ import annotations
 
 import subprocess
@@ -20,7 +21,7 @@ sys.meta_path.insert(0, _NoOrtools())
 """
 
 
-def run(code: str) -> subprocess.CompletedProcess:
+def run_child(code: str) -> subprocess.CompletedProcess:
     """`code` (dedented) in a fresh interpreter, output captured as text."""
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, timeout=300, cwd=REPO)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.kits.no_ortools import BLOCK, run as _run
+from tests.kits.no_ortools import BLOCK, run_child as _run
 
 pytest.importorskip("ray.autoscaler.v2.scheduler")
 

@@ -6,7 +6,7 @@ that refuses ``ortools`` (tests/kits/no_ortools.py); the replay's and EngineSche
 refusal is tests/adapters/ray/test_efficient_without_ortools.py."""
 from __future__ import annotations
 
-from tests.kits.no_ortools import BLOCK, run as _run
+from tests.kits.no_ortools import BLOCK, run_child as _run
 
 PLAN = """
 import json
