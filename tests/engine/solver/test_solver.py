@@ -172,6 +172,7 @@ print("efficient ok")
 
 def test_ray_compat_never_imports_ortools_or_the_solver():
     out = _run("""
+import sys
 from vecsched.engine import schedule
 from tests.kits.ganggen import gang_tick
 schedule(gang_tick(2, bundles=40, plain=True))
