@@ -1,10 +1,10 @@
 """Time Ray 2.60's ResourceDemandScheduler against EngineScheduler on one request,
 and check that they decide the same.
 
-    python bench/compare_ray.py [--nodes 1000] [--requests 1000] [--shapes 20]
+    python -m bench.compare_ray [--nodes 1000] [--requests 1000] [--shapes 20]
         [--scenario saturated|fragmented] [--seed 0] [--repeat 5] [--ray-cap 60]
         [--grid] [--json] [--profile TOP]
-    python bench/compare_ray.py --mode efficient [--rows 1000/1000/50,1000/30000/0,...]
+    python -m bench.compare_ray --mode efficient [--rows 1000/1000/50,1000/30000/0,...]
         [--repeat 5] [--eff-cap 300] [--ray-cap 60] [--no-ray] [--json]
 
 One SchedulingRequest is built from the seeded generator in
@@ -24,7 +24,7 @@ max_num_nodes, no unconfigured types) none of its documented crash-class fixes
 (Q3, Q4, Q12, Q13) can apply, so plain Ray is the reference. Exit status 1 when any
 configuration's decisions differ.
 
-``--mode efficient`` (issue 22) times the opt-in efficient mode side by side with
+``--mode efficient`` times the opt-in efficient mode side by side with
 ray-compat in one process, on ``cluster_v2`` rows nodes/units/groups (default
 1k/1k/50, 1k/30k/0, 10k/100k/1,000): ``engine.schedule`` of the built Problem in
 each mode (median of --repeat ticks after one untimed call, the ratio efficient /
@@ -49,10 +49,8 @@ import statistics
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmarks"))
-import common  # noqa: E402  (also puts the repo root on sys.path)
+from bench.benchmarks import common
 
 GRID = [(n, k, scen) for scen in ("saturated", "fragmented")
         for n in (100, 1000, 3000) for k in (1000, 10000)]

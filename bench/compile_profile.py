@@ -2,7 +2,7 @@
 ``vecsched.engine.warmup()`` (and the codec's scan) in a fresh interpreter with an empty
 numba cache, per kernel and per specialisation.
 
-    python bench/compile_profile.py [--top 40] [--json] [--warm] [--python PY]
+    python -m bench.compile_profile [--top 40] [--json] [--warm] [--python PY]
 
 Runs a child interpreter with ``NUMBA_CACHE_DIR`` set to a new temporary
 directory (so everything compiles) and listens to numba's ``numba:compile``

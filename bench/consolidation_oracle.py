@@ -23,7 +23,7 @@ ends soonest first. Greedy, tick by tick: a bound from below on what a clairvoya
 choice reaches under the rules, not a proof of the optimum. ``tail_only`` variants
 drain only after the last arrival (no demand comes back to re-launch what was freed).
 
-    python bench/consolidation_oracle.py --seeds 0 1 2 3 --out oracle.json
+    python -m bench.consolidation_oracle --seeds 0 1 2 3 --out oracle.json
 
 Prints one JSON line per (seed, variant): GPU-hours, x Ray's, restarts, moves.
 """

@@ -5,8 +5,8 @@ window 300 s), the old consolidation (stop at once, no budget: ``kill``) and oth
 settings (``VARIANTS``: deadlines, budgets, windows, the cluster quiet window
 ``quiet*``, replace moves); ``--workload`` replays another plain workload of the suite.
 
-    python bench/consolidation_sweep.py --seeds 0 1 2 3 --out consolidation.json
-    python bench/consolidation_sweep.py --workload services --schedulers ray quiet120
+    python -m bench.consolidation_sweep --seeds 0 1 2 3 --out consolidation.json
+    python -m bench.consolidation_sweep --workload services --schedulers ray quiet120
 
 Prints one JSON line per (seed, scheduler) and writes them all to ``--out``.
 """
@@ -71,7 +71,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     from vecsched.adapters.replay import Replay, ReplayConfig, load
-    from suite import WORKLOADS
+    from bench.suite import WORKLOADS
     w = {x.name: x for x in WORKLOADS}[a.workload]
     trace = load(w.trace, a.groups, w.window)
     rows = []

@@ -18,7 +18,7 @@ It is an upper bound for moves in the tail: it ignores whether the restarted pod
 elsewhere, what they cost there, and every rule. (Moves before the last arrival are
 not bounded here: demand still arrives and may re-launch what a move freed.)
 
-    python bench/consolidation_tail_bound.py --seeds 0 1 2 3
+    python -m bench.consolidation_tail_bound --seeds 0 1 2 3
 """
 from __future__ import annotations
 

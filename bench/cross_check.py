@@ -1,8 +1,8 @@
 """The CP-SAT cross-check on seeded ticks: solver time by bundle count, and the
 gap of each scheduler's plan to the proven optimum (or bound).
 
-    .venv/bin/python bench/cross_check.py                    # 25/50/100/200 bundles, 20 seeds
-    .venv/bin/python bench/cross_check.py --bundles 100 --seeds 5
+    .venv/bin/python -m bench.cross_check                    # 25/50/100/200 bundles, 20 seeds
+    .venv/bin/python -m bench.cross_check --bundles 100 --seeds 5
 
 Gang ticks come from ``tests/kits/ganggen.py:gang_tick`` (placement groups of 2-8
 bundles, mixed strategies, Ray-train-like shapes, six Ray-like worker groups);
@@ -17,20 +17,16 @@ with the default tick budget (``EfficientOptions.tick_budget_s``),
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 from dataclasses import replace
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from vecsched.engine import schedule  # noqa: E402
-from vecsched.engine.baseline.ffd import schedule_baseline  # noqa: E402
-from vecsched.engine.efficient import EfficientOptions  # noqa: E402
-from vecsched.engine.solver import assignment_of_plan, build_instance, cross_check_plan, solve  # noqa: E402
-from tests.kits.ganggen import gang_tick, plain_tick  # noqa: E402
+from vecsched.engine import schedule
+from vecsched.engine.baseline.ffd import schedule_baseline
+from vecsched.engine.efficient import EfficientOptions
+from vecsched.engine.solver import assignment_of_plan, build_instance, cross_check_plan, solve
+from tests.kits.ganggen import gang_tick, plain_tick
 
 
 EFFICIENT = EfficientOptions()

@@ -1,11 +1,11 @@
 """The efficient mode's tick time beside ray-compat's, in one process, on
-``cluster_v2`` problems with placement groups (issue 22).
+``cluster_v2`` problems with placement groups (docs/efficient.md "Speed").
 
-    .venv/bin/python bench/efficient_scaling.py                 # every row, median of 5
-    .venv/bin/python bench/efficient_scaling.py --rows headline --repeat 3
-    .venv/bin/python bench/efficient_scaling.py --json out.json
+    .venv/bin/python -m bench.efficient_scaling                 # every row, median of 5
+    .venv/bin/python -m bench.efficient_scaling --rows headline --repeat 3
+    .venv/bin/python -m bench.efficient_scaling --json out.json
 
-Rows: the issue's three sizes (1k nodes / 1k units / 50 groups, 3k / 10k / 200,
+Rows: the three sizes of the efficient mode's speed targets (1k nodes / 1k units / 50 groups, 3k / 10k / 200,
 10k / 100k / 1,000), a node sweep (1k -> 10k nodes at 10k units / 200 groups) and
 a group sweep (50 -> 1,000 groups at 1k nodes / 1k units). Each cell is the median
 wall time of ``--repeat`` calls of ``vecsched.engine.schedule`` (default options)
@@ -19,16 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from benchmarks.common import cached_problem_v2  # noqa: E402
-from vecsched.engine import schedule  # noqa: E402
+from bench.benchmarks.common import cached_problem_v2
+from vecsched.engine import schedule
 
 HEADLINE = [(1000, 1000, 50), (3000, 10000, 200), (10000, 100000, 1000)]
 NODES = [(n, 10000, 200) for n in (1000, 2000, 5000, 10000)]

@@ -2,7 +2,7 @@
 (``vecsched explain --write-sample PATH --rows N``), each phase timed in wall and CPU
 seconds (on a shared machine the CPU seconds are the figure to compare).
 
-    .venv/bin/python bench/explain_large.py --rows 100000
+    .venv/bin/python -m bench.explain_large --rows 100000
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """Plan fingerprints of the efficient mode on seeded placement-group problems, to
-check that a rewrite of its gang path (issue 22) plans exactly as before.
+check that a rewrite of its gang path (a speed-up, a refactor) plans exactly as before.
 
-    .venv/bin/python bench/gang_equivalence.py record bench/gang_equivalence.json
-    .venv/bin/python bench/gang_equivalence.py check bench/gang_equivalence.json
-    .venv/bin/python bench/gang_equivalence.py check FILE --only heuristic   # one option set
+    .venv/bin/python -m bench.gang_equivalence record bench/gang_equivalence.json
+    .venv/bin/python -m bench.gang_equivalence check bench/gang_equivalence.json
+    .venv/bin/python -m bench.gang_equivalence check FILE --only heuristic   # one option set
 
 Problems: ``cluster_v2`` with placement groups (200-1,000 nodes, several seeds),
 ``tests/kits/ganggen.py`` gang ticks (50 and 200 bundles, the efficient tests'
@@ -30,12 +30,8 @@ import time
 
 import numpy as np
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from vecsched.engine import schedule  # noqa: E402
-from vecsched.engine.efficient import EfficientOptions  # noqa: E402
+from vecsched.engine import schedule
+from vecsched.engine.efficient import EfficientOptions
 
 PLAN_ARRAYS = ("launch", "term_node", "term_cause", "term_value", "term_status", "infeasible",
                "infeasible_why", "run_order", "place_slot", "place_run", "place_count",
@@ -46,7 +42,7 @@ OPTION_SETS = {"default": {}, "heuristic": {"gang_cpsat_bundles": 0}}
 
 def problems():
     """(name, Problem) pairs, in a fixed order."""
-    from benchmarks.common import cached_problem_v2
+    from bench.benchmarks.common import cached_problem_v2
     from tests.kits.ganggen import gang_tick
     for nodes, units, gangs, seeds in ((200, 1000, 50, (0, 1, 2)), (500, 2000, 100, (0, 1)),
                                        (1000, 1000, 50, (0, 1))):
@@ -104,7 +100,7 @@ def main(argv=None) -> int:
         # the Ray codec's resource column order follows string hashing: pin it, so
         # that the raygen problems (and so their plans' bytes) are the same each run
         os.environ["PYTHONHASHSEED"] = "0"
-        os.execv(sys.executable, [sys.executable, os.path.abspath(__file__)] +
+        os.execv(sys.executable, [sys.executable, "-m", "bench.gang_equivalence"] +
                  list(sys.argv[1:] if argv is None else argv))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("record", "check"))

@@ -1,9 +1,9 @@
 """What each heuristic gang pass finds, and what ``gang_pass_work`` leaves out
 (docs/efficient.md, "Pass work").
 
-    .venv/bin/python bench/gang_passes.py                               # the default grid
-    .venv/bin/python bench/gang_passes.py --nodes 1000 --groups 700,1000 --seeds 10-13
-    .venv/bin/python bench/gang_passes.py --json passes.jsonl
+    .venv/bin/python -m bench.gang_passes                               # the default grid
+    .venv/bin/python -m bench.gang_passes --nodes 1000 --groups 700,1000 --seeds 10-13
+    .venv/bin/python -m bench.gang_passes --json passes.jsonl
 
 On seeded ``cluster_v2`` ticks (saturated), every one of the five passes of
 ``engine/efficient/gang_place.py`` is run (``gang_pass_work`` unlimited) and its key
@@ -19,16 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from benchmarks import common  # noqa: E402
-from vecsched.engine import schedule  # noqa: E402
-from vecsched.engine.efficient import EfficientOptions  # noqa: E402
-from vecsched.engine.efficient import gang_place  # noqa: E402
+from bench.benchmarks import common
+from vecsched.engine import schedule
+from vecsched.engine.efficient import EfficientOptions
+from vecsched.engine.efficient import gang_place
 
 UNITS = {1000: 1000, 3000: 10000, 10000: 100000}
 

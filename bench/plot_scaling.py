@@ -1,10 +1,11 @@
 """Time per tick against nodes, pending requests and request shapes, engine vs Ray 2.60.
 
 Runs compare_ray.run_one (same SchedulingRequest for both, decisions checked
-equal, Ray capped in a forked child) over three sweeps and writes a PNG plot, a
-markdown table and the raw rows as JSON:
+equal, Ray capped in a forked child) over three sweeps; writes the plot and the raw rows
+(``--out``: PNG and JSON) and rewrites the markdown table between the markers of
+``--doc`` (docs/performance.md, "The scaling sweep"):
 
-    python bench/plot_scaling.py --out docs/perf   # -> docs/perf.png, .md, .json
+    python -m bench.plot_scaling        # -> docs/perf.png, docs/perf.json, the table in docs/performance.md
 """
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import compare_ray  # noqa: E402
+from bench import compare_ray
 
 NODES = (100, 300, 1000, 3000, 10000)          # at 1,000 pending units, 20 shapes
 PENDING = (100, 1000, 10000, 100000)           # at 1,000 nodes, 20 shapes
@@ -90,9 +90,25 @@ def table(rows: list[dict], cap: float) -> str:
     return "\n".join(out)
 
 
+BEGIN = "<!-- bench.plot_scaling: table begin -->"
+END = "<!-- bench.plot_scaling: table end -->"
+
+
+def refresh_section(text: str, table_md: str) -> str:
+    """`text` with the lines between its BEGIN and END markers replaced by `table_md`
+    (the markers stay); a page without both markers, in that order, is an error."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"no {BEGIN!r} ... {END!r} section to refresh")
+    head = text[:start + len(BEGIN)]
+    return head + "\n" + table_md.rstrip("\n") + "\n" + text[end:]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="docs/perf", help="path prefix for .png/.md/.json")
+    ap.add_argument("--out", default="docs/perf", help="path prefix for the .png and .json")
+    ap.add_argument("--doc", default="docs/performance.md",
+                    help="the page whose marked section gets the table")
     ap.add_argument("--ray-cap", type=float, default=30.0)
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args(argv)
@@ -101,7 +117,8 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     plot(rows, out.with_suffix(".png"), a.ray_cap)
     md = table(rows, a.ray_cap)
-    out.with_suffix(".md").write_text(md + "\n")
+    doc = Path(a.doc)
+    doc.write_text(refresh_section(doc.read_text(encoding="utf-8"), md), encoding="utf-8")
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1, default=str))
     print(md)
     return 1 if any(r["decisions_equal"] is False for r in rows) else 0

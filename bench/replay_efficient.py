@@ -1,14 +1,14 @@
 """The efficient mode on the default openb replay, beside the engine (Ray's
 choice), the FFD baseline and, with ``--ray``, Ray 2.60's own scheduler.
 
-    .venv/bin/python bench/replay_efficient.py              # seed 0, the `vecsched replay` defaults
-    .venv/bin/python bench/replay_efficient.py --seeds 0,1,2,3 --plot docs/efficient.png
-    .venv/bin/python bench/replay_efficient.py --split     # where each one's GPU-hours go
+    .venv/bin/python -m bench.replay_efficient              # seed 0, the `vecsched replay` defaults
+    .venv/bin/python -m bench.replay_efficient --seeds 0,1,2,3 --plot docs/efficient.png
+    .venv/bin/python -m bench.replay_efficient --split     # where each one's GPU-hours go
 
 It runs ``vecsched.adapters.replay.Replay`` with the registered schedulers (``efficient`` is
 ``EngineScheduler(mode="efficient")`` priced from the worker groups, ``efficient-proxy``
 the same priced by GPU-hours then node-hours) on the window and config ``vecsched replay``
-uses, and prints the metrics the issue's targets name, the ratios to the engine's
+uses, and prints the metrics the efficient mode's targets name, the ratios to the engine's
 (Ray's choice) and whether each target holds. (``vecsched replay --scheduler
 engine,efficient,baseline,ray`` shows the same for one seed.)
 
@@ -33,13 +33,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from vecsched.adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load  # noqa: E402
-from vecsched.adapters.replay import make  # noqa: E402
+from vecsched.adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load
+from vecsched.adapters.replay import make
 
 KEYS = ("node_hours", "gpu_hours", "cost", "pending_p50_s", "pending_p95_s", "terminations",
         "never_placed", "requeued", "lost_gpu_hours", "tick_p50_ms", "scheduler_s")

@@ -4,8 +4,8 @@ resource width, the tick time and the process RSS per window, and Ray 2.60's
 decisions against the engine's on sampled ticks. Nothing is asserted on time;
 the exit code is 1 if a sampled tick differs from Ray.
 
-    .venv/bin/python bench/soak_pg.py                      # 2,000 ticks, 1,000 nodes, 200 groups, 10 replaced a tick
-    .venv/bin/python bench/soak_pg.py --ticks 300 --check-every 0    # no Ray
+    .venv/bin/python -m bench.soak_pg                      # 2,000 ticks, 1,000 nodes, 200 groups, 10 replaced a tick
+    .venv/bin/python -m bench.soak_pg --ticks 300 --check-every 0    # no Ray
 """
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmarks.churn import PgChurn  # noqa: E402
+from bench.churn import PgChurn
 
 
 def rss_mib() -> float:

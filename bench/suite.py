@@ -1,8 +1,8 @@
 """The workload suite: every scheduler on a set of workloads x seeds, one table, one plot.
 
-    .venv/bin/python bench/suite.py --quick                 # seed 0 only (~3-4 min here)
-    .venv/bin/python bench/suite.py                          # seeds 0-3 (~11 min here)
-    .venv/bin/python bench/suite.py --workloads services --schedulers engine,efficient
+    .venv/bin/python -m bench.suite --quick                 # seed 0 only (~3-4 min here)
+    .venv/bin/python -m bench.suite                          # seeds 0-3 (~11 min here)
+    .venv/bin/python -m bench.suite --workloads services --schedulers engine,efficient
 
 Each cell is one ``vecsched.adapters.replay.Replay`` of one workload window, gang
 share, seed and scheduler (``ReplayConfig(seed=seed)``: the ``vecsched replay``
@@ -27,7 +27,7 @@ the scheduler's terminations of instances whose ray never joined). It is rewritt
 after every cell, so an interrupted run keeps what it measured. The table (stdout, and
 ``suite.md``) gives each cell's figures and the efficient modes' ratios to Ray's (the
 engine: it decides as Ray 2.60 does) and to the better of Ray and FFD (the baseline),
-with the issue's targets checked; the plot (``suite.png``) shows the ratios per
+with the efficient mode's targets (docs/suite.md) checked; the plot (``suite.png``) shows the ratios per
 workload.
 """
 from __future__ import annotations
@@ -39,10 +39,8 @@ import sys
 import time
 from dataclasses import dataclass
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from vecsched.adapters.replay import (DEFAULT_WINDOW, GangOverlay, Replay,  # noqa: E402
-                                          ReplayConfig, Window, load, make)
+from vecsched.adapters.replay import (DEFAULT_WINDOW, GangOverlay, Replay, ReplayConfig,
+                                      Window, load, make)
 
 CELL_KEYS = ("workload", "gangs", "seed", "scheduler", "gpu_hours", "node_hours", "cost",
              "pending_p50_s", "pending_p95_s", "launches", "cancelled_before_join",
@@ -70,7 +68,7 @@ WORKLOADS = (
     Workload("services", "services", SERVICES_WINDOW, gangs=(0.0,)),
 )
 
-# The issue's targets for the efficient mode, per cell (``check``).
+# The efficient mode's targets, per cell (``check``; docs/suite.md says why each).
 TARGETS = ("cost <= min(Ray, FFD)", "GPU-h <= min(Ray, FFD)", "node-h <= Ray",
            "p95 <= 1.05 x Ray", "p50 <= 1.10 x Ray", "cancelled <= 5 % of launches")
 
@@ -124,7 +122,7 @@ def _ratio(a, b):
 
 
 def check(eff: dict, ray: dict, ffd: dict) -> dict:
-    """The issue's per-cell targets for an efficient cell against Ray's and FFD's: target
+    """The per-cell targets for an efficient cell against Ray's and FFD's: target
     -> met (None when a figure is missing, e.g. no prices)."""
     best = (lambda k: min(ray[k], ffd[k]) if ray[k] is not None and ffd[k] is not None
             else None)
@@ -177,7 +175,7 @@ def table(cells) -> str:
 
 def averages(cells, scheduler: str = "efficient") -> dict:
     """Over the suite's cells: the mean of ``scheduler``'s cost / the better of Ray's and
-    FFD's (the issue's suite-wide target: <= 0.90), and the cells meeting every target."""
+    FFD's (the suite-wide target: <= 0.90), and the cells meeting every target."""
     ratios, met, n = [], 0, 0
     for row in _group(cells).values():
         ray, ffd, c = row.get("engine"), row.get("baseline"), row.get(scheduler)

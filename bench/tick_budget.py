@@ -1,7 +1,7 @@
 """Where an efficient tick's time goes under ``EfficientOptions.tick_budget_s``.
 
-    .venv/bin/python bench/tick_budget.py                       # both generators, 1,000 nodes
-    .venv/bin/python bench/tick_budget.py --budgets none,0.25 --bundles 100,200 --seeds 3
+    .venv/bin/python -m bench.tick_budget                       # both generators, 1,000 nodes
+    .venv/bin/python -m bench.tick_budget --budgets none,0.25 --bundles 100,200 --seeds 3
 
 Per tick: the whole tick's wall time; of it, the lower bound (``gang_bound.py``), the
 CP-SAT packing (``_cpsat``: model building plus the solve) and the neighbourhood search
@@ -16,20 +16,16 @@ jobs share it); the tick is run once untimed first (numba compiles, caches warm)
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 from contextlib import contextmanager
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from vecsched.engine import schedule  # noqa: E402
-from vecsched.engine.efficient import EfficientOptions  # noqa: E402
-from vecsched.engine.efficient import gang_place  # noqa: E402
-from vecsched.engine.solver import cpsat  # noqa: E402
-from tests.kits.ganggen import gang_tick  # noqa: E402
+from vecsched.engine import schedule
+from vecsched.engine.efficient import EfficientOptions
+from vecsched.engine.efficient import gang_place
+from vecsched.engine.solver import cpsat
+from tests.kits.ganggen import gang_tick
 
 
 class Split:

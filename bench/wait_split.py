@@ -1,7 +1,7 @@
 """Why units wait: every placement of one suite cell split by cause, per scheduler.
 
-    .venv/bin/python bench/wait_split.py gpuspec33 --gangs 0 --seed 0
-    .venv/bin/python bench/wait_split.py openb --gangs 0.2 --schedulers engine,efficient
+    .venv/bin/python -m bench.wait_split gpuspec33 --gangs 0 --seed 0
+    .venv/bin/python -m bench.wait_split openb --gangs 0.2 --schedulers engine,efficient
 
 Replays one cell of ``bench/suite.py`` (same trace window, gang overlay and
 ``ReplayConfig(seed=seed)``) with each scheduler, watching the cluster stand-in, and
@@ -35,18 +35,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
-import sys
 import types
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from suite import WORKLOADS  # noqa: E402
-from vecsched.adapters.replay import GangOverlay, Replay, ReplayConfig, load, make  # noqa: E402
-from vecsched.engine.model.dtypes import Cause, Status  # noqa: E402
+from bench.suite import WORKLOADS
+from vecsched.adapters.replay import GangOverlay, Replay, ReplayConfig, load, make
+from vecsched.engine.model.dtypes import Cause, Status
 
 NS = 1e9
 CAUSES = ("placed at once", "room freed on a running node", "node already booting",

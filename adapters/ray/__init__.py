@@ -1,4 +1,11 @@
-"""Ray autoscaler v2 adapter: the only place (with tests) that imports Ray.
+"""Ray autoscaler v2 adapter: ``EngineScheduler`` (a subclass of Ray's
+``ResourceDemandScheduler``), its codec, install and start hook, shadow mode, metrics,
+dump and explain.
+
+Its modules may import Ray at module top; this package's ``__init__`` does not. Other
+adapters bind to Ray too (the KubeRay side-car, the lease's Ray storage, the simulated
+Ray cluster, the replay's Ray contender): docs/design.md §2, "Where Ray is imported",
+lists them, and tests/house/test_layering.py checks the list.
 
 ``EngineScheduler`` is imported lazily so that ``vecsched.adapters.ray.install`` can check
 the Ray version before Ray's scheduler module (and the engine) are loaded.

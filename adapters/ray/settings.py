@@ -1,5 +1,6 @@
 """Ray's own settings that its scheduler reads while it schedules, read for the
-engine at every tick from the same places (issue 12 item 2; docs/ray-compat.md).
+engine at every tick from the same places, so a setting changed while the cluster runs
+reaches both alike (docs/ray-compat.md).
 
 From Ray 2.60's ``ray/autoscaler/v2/scheduler.py``, the values read from module
 globals or class attributes during ``schedule()`` that decide anything:

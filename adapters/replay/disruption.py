@@ -1,4 +1,5 @@
-"""What disrupting running nodes cost in a replay (issue 23's honest accounting).
+"""What disrupting running nodes cost in a replay: the work restarted, the
+GPU-hours lost, the drains, counted so a consolidation's saving is weighed against them.
 
 - **restarts**: units that lost their node while running (``Cluster.requeued``: a
   preemption, a stop, a drain that hit its deadline) and restarted from scratch.

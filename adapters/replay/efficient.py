@@ -12,7 +12,7 @@ groups have one (``LoadedTrace.prices``, handed over by ``Replay`` through
 illustrative ones, ``adapters/traces/group_prices.py``), else the mode's proxy (1 + GPUs
 per node-hour). A replay scheduler object is bound to one trace's prices. ``efficient-proxy`` is the
 same mode priced by the proxy whatever the table says: GPU-hours, then node-hours (what
-issue 13's targets measure; the worker groups' prices make it minimise their cost).
+the replay's quality targets measure; the worker groups' prices make it minimise cost).
 ``efficient-consolidate`` is ``efficient-proxy`` with the opt-in consolidation on
 (``vecsched.engine.efficient.consolidate``): it stops running work to free GPU nodes.
 """

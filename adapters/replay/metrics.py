@@ -112,7 +112,7 @@ class Metrics:
         self.launch_ticks = 0                         # launch steps with QUEUED records
         self.held_ticks: Counter = Counter()          # knob -> ticks it held launches
         self.held_records: Counter = Counter()        # knob -> records held, summed
-        self.disruption = DisruptionMetrics()         # issue 23 (disruption.py)
+        self.disruption = DisruptionMetrics()         # restarts, drains (disruption.py)
 
     def applied(self, moves) -> None:
         for m in moves:

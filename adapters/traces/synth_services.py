@@ -1,7 +1,8 @@
 """A seeded synthetic **services** workload: what an inference-serving cluster asks of
 an autoscaler, as demand and worker-group tables (schema version 2).
 
-It stands in for the public inference-services trace that issue 22 measured (not
+It stands in for the public inference-services trace the efficient mode's suite was
+first measured on (not
 redistributable here): long-running replicas of a few dozen apps, CPU-heavy replicas
 on CPU nodes and 1-GPU replicas, per-node caps per app (``max_per_node``, Ray Serve's
 ``max_replicas_per_node``), custom resources, and three worker groups. Nothing in it

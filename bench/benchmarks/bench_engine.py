@@ -6,7 +6,7 @@ otherwise). Setup builds inputs and warms the numba kernels up; only the call
 named by the method is measured. ``Tick`` is the grid without placement groups
 (``cluster_v1``); ``TickGangs`` adds 1,000 GCS-encoded placement groups and
 ``TickLarge`` reaches 30,000 nodes and 1,000,000 pending units (``cluster_v2``);
-``TickEfficient`` times the efficient mode on issue 22's three rows.
+``TickEfficient`` times the efficient mode on the three rows of its speed targets.
 ``EndToEnd`` and ``EndToEndTargets`` time ``EngineScheduler.schedule`` on a
 protobuf ``SchedulingRequest`` (decode + engine + encode); ``Codec`` times the
 decode and the encode on their own.
@@ -20,8 +20,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
-from . import common  # noqa: I001  (first: puts the repo root on sys.path)
+from . import common
 
 import vecsched.engine as engine
 
@@ -60,8 +61,8 @@ class TickGangs:
 
 class TickEfficient:
     """One efficient-mode tick (``mode="efficient"``, default options) on the three
-    ``cluster_v2`` rows of issue 22's speed targets (nodes / units / groups: 1k / 1k /
-    50, 1k / 30k / 0, 10k / 100k / 1,000); ``bench/compare_ray.py --mode efficient``
+    ``cluster_v2`` rows of its speed targets (nodes / units / groups: 1k / 1k /
+    50, 1k / 30k / 0, 10k / 100k / 1,000); ``python -m bench.compare_ray --mode efficient``
     puts the same rows beside ray-compat in one process. Setup runs one untimed tick,
     which compiles (or loads) the mode's kernels and imports OR-Tools."""
     params = ([(1000, 1000, 50), (1000, 30000, 0), (10000, 100000, 1000)],)
@@ -79,7 +80,7 @@ class TickEfficient:
 
 
 class TickLarge(TickGangs):
-    """The largest grid of the issue: 30,000 nodes and 1,000,000 pending units."""
+    """The largest grid benchmarked: 30,000 nodes and 1,000,000 pending units."""
     params = ([30000], [1000000], [10, 200], [0, 1000])
 
 
@@ -118,7 +119,7 @@ class EndToEnd:
 
 
 class EndToEndTargets:
-    """The issue's end-to-end cases through ``EngineScheduler.schedule``: the round
+    """The end-to-end targets' cases through ``EngineScheduler.schedule``: the round
     of ray-project/ray PR #64175 (1,337 nodes, 13,315 pending {CPU: 2} tasks,
     ``cluster_pr64175``) and 1,000 nodes / 1,000 units in 20 shapes with 50 or
     1,000 placement groups (``cluster_v2``). Ray's side is bench/compare_ray.py."""
@@ -207,7 +208,7 @@ _WARMUP = "import vecsched.engine, sys; sys.stdout.write(repr(vecsched.engine.wa
 
 
 def _warmup_in_subprocess(cache_dir: str) -> float:
-    root = str(common._ROOT)
+    root = str(Path(__file__).resolve().parents[2])      # the repository root
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, PYTHONPATH=path)
     out = subprocess.run([sys.executable, "-c", _WARMUP], env=env, capture_output=True,

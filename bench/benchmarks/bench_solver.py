@@ -12,8 +12,6 @@ was proven (the smoke run stays short).
 """
 from __future__ import annotations
 
-from . import common  # noqa: F401,I001  (first: puts the repo root on sys.path)
-
 from vecsched.engine import schedule
 from vecsched.engine.solver import assignment_of_plan, build_instance, cross_check_plan, solve
 from tests.kits.ganggen import gang_tick

@@ -15,30 +15,12 @@ measurement, and nothing here asserts a figure.
 """
 from __future__ import annotations
 
-from . import common  # noqa: F401,I001  (first: puts the repo root on sys.path)
-
 import dataclasses
-import importlib.util
-import os
-import sys
 
 import vecsched.engine as engine
+from bench import suite as _S      # needs the repository root importable (bench/README.md)
 
 PODS = 400
-_SUITE_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                         "suite.py")
-
-
-def _suite():
-    """bench/suite.py as a module (bench/ is not a package)."""
-    name = "vecsched_bench_suite"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, _SUITE_PY)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod          # dataclasses look their module up while defining
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _short(w):
@@ -47,7 +29,6 @@ def _short(w):
     return dataclasses.replace(w, window=dataclasses.replace(w.window, pods=PODS, start=None))
 
 
-_S = _suite()
 CELLS = [f"{w.name}:{g:g}" for w in _S.WORKLOADS for g in w.gangs]
 EFFICIENT = [n for n in _S.SCHEDULERS if n not in ("engine", "baseline")]
 

@@ -27,8 +27,6 @@ Windows are small so ``asv run --quick`` (bench/smoke.sh, CI) stays short: the l
 """
 from __future__ import annotations
 
-from . import common  # noqa: F401,I001  (first: puts the repo root on sys.path)
-
 import vecsched.engine as engine
 from vecsched.adapters.replay import GangOverlay, Replay, ReplayConfig, SCHEDULERS, Window, load, make
 from vecsched.adapters.replay import ForwardingScheduler, TickState

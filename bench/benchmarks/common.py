@@ -45,18 +45,11 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-# The repository root on sys.path: the benchmarks share the tests' generators
-# (tests/kits/), which are not installed; vecsched itself is.
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-from vecsched.engine.model.dtypes import Kind, Status  # noqa: E402  (codes equal Ray's protobuf enums)
+from vecsched.engine.model.dtypes import Kind, Status   # codes equal Ray's protobuf enums
 
 GIB = float(2 ** 30)
 MARK = 2.0 ** -10                       # accelerator marker request (Ray uses 0.001)

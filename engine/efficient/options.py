@@ -49,7 +49,7 @@ class EfficientOptions:
     boot. On by default because the efficient mode's misses were waiting: it packs
     tightly, so an arriving unit found no room where Ray's looser packing had left
     some. Measured on the workload suite, seeds 0-3 (docs/suite.md): with it 31 of 36
-    cells meet every target of issue 22, without it 20 (pending p50 on the
+    cells meet every target of the efficient mode, without it 20 (pending p50 on the
     GPU-model-constrained mix 0.36-0.80 x Ray's instead of 1.40-1.74 x). What it
     costs: the room is paid in node-hours (mean cost over the better of Ray and FFD
     0.951 instead of 0.945), and on the services workload, where the mode's cost is
@@ -145,7 +145,7 @@ class EfficientOptions:
     consolidate_per_tick: int = 1
     tick_budget_s: Optional[float] = DEFAULT_TICK_BUDGET_S
     clock: Optional[Callable[[], float]] = None
-    # ---- consolidation safety (issue 23) ----
+    # ---- consolidation safety: drain deadlines, opt-outs, disruption budgets ----
     drain_deadline_s: float = 600.0
     consolidate_budget: int = 1
     consolidate_budget_pct: float = 0.0

@@ -25,7 +25,7 @@ demand that waits here.
 
 On by default (``EfficientOptions.reserve``; ``reserve=False`` turns it off).
 Measured on the workload suite, seeds 0-3 (docs/suite.md): with it every target of
-issue 22 holds on 31 of 36 cells, without it on 20 (the misses without it were
+the efficient mode holds on 31 of 36 cells, without it on 20 (the misses without it were
 pending p50 and p95). The reserve is paid in node-hours: on the services workload,
 where the efficient mode's cost is within 0.5 % of FFD's without it, seeds 1-3 end
 0.4-1.4 % above FFD's cost. On one tick in isolation it is dearer by

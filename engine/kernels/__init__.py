@@ -1,5 +1,9 @@
 """numba kernels: small, private, pure. Each has a slow readable twin (tests/kits/twins.py,
-or engine/raycompat/packer.py's Python packer for the packing loops); the tests compare them.
+tests/kits/twins_place.py for the efficient mode's placement, or
+engine/raycompat/packer.py's Python packer for the packing loops); the tests compare them.
+Only their owners import them: the ``eff*`` kernels engine/efficient, the others
+engine/raycompat (and engine/warmup.py, which compiles the entry kernels): docs/design.md
+§2, checked by tests/house/test_layering.py.
 
 State crosses kernel boundaries as named records (records.py: named tuples of
 arrays, one compiled specialisation per record layout). All numba options are

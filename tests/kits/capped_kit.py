@@ -2,7 +2,7 @@
 from the bundled openb trace, for the replay's tests.
 
 The openb pods carry no app and no cap. This derivation gives them the structure of the
-trace issue 17 was found on (an inference service whose apps have many identical
+trace a per-node cap bug was found on (an inference service whose apps have many identical
 replicas, 45 % of them capped per node), deterministically:
 
 - **app**: pods with the same (cpu, memory, gpu, gpu_spec) are one app, named

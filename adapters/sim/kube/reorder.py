@@ -1,7 +1,7 @@
 """The KubeRay reorder scenario: a GitOps writer reorders the worker groups between the
 side-car's read of the RayCluster and its patch, once during a scale-up and once
-during a scale-down (issue 24: on main, Ray 2.60's index-addressed patch then scales
-the other group).
+during a scale-down (with Ray 2.60's own client, its index-addressed patch then scales
+the other group; the side-car's guarded client re-reads and re-addresses it).
 
 Same cluster as ``scenario.py`` (``cpu``: min 1, max 3; ``pair``: numOfHosts 2, max 1).
 

@@ -1,4 +1,4 @@
-"""``vecsched explain`` on every kind of malformed dump (tests/adapters/cli/malformed_dumps.py):
+"""``vecsched explain`` on every kind of malformed dump (tests/kits/malformed_dumps.py):
 one ``error:`` line naming the file and, inside it, the bad field; exit 2; no
 traceback. And the sample it writes (--write-sample) explains every kind of answer."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ pytest.importorskip("ray")
 from vecsched.adapters.cli.main import main  # noqa: E402
 from vecsched.adapters.ray.explain_sample import write_sample  # noqa: E402
 
-from tests.adapters.cli.malformed_dumps import MALFORMED  # noqa: E402
+from tests.kits.malformed_dumps import MALFORMED  # noqa: E402
 
 # where each kind's error line must point (besides the file)
 WHERE = {

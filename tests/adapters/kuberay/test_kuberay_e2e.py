@@ -183,7 +183,7 @@ def test_kuberay_shadow_mode_agrees_with_ray(tmp_path):
 
 @pytest.mark.cluster
 def test_kuberay_reorder_between_read_and_patch(tmp_path):
-    """Issue 24: the groups reversed between the side-car's read and its patch, during
+    """A reorder race: the groups reversed between the side-car's read and its patch, during
     a scale-up and a scale-down. Every patch lands on the group Ray meant: the guard's
     422 is read again and the patch re-addressed; ``pair`` never runs a pod.
     (On main, or with ``kuberay-demo --no-guard``, the scale-up patch went to ``pair``.)"""

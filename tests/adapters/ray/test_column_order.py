@@ -17,8 +17,7 @@ pytest.importorskip("ray")
 from tests.kits.paths import REPO  # noqa: E402
 
 _CHILD = r"""
-import hashlib, json, sys
-sys.path.insert(0, sys.argv[1])
+import hashlib, json
 import numpy as np
 from tests.kits.raygen import make_request
 from vecsched.adapters.ray.codec import SpecCache, decode
@@ -39,7 +38,7 @@ print(json.dumps(out))
 
 def _run(hash_seed: str) -> dict:
     env = dict(os.environ, PYTHONHASHSEED=hash_seed)
-    r = subprocess.run([sys.executable, "-c", _CHILD, str(REPO)], env=env, capture_output=True,
+    r = subprocess.run([sys.executable, "-c", _CHILD], cwd=REPO, env=env, capture_output=True,
                        text=True, timeout=600, check=True)
     return json.loads(r.stdout.strip().splitlines()[-1])
 

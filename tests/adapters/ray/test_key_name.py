@@ -1,5 +1,5 @@
 """A ``node_type_configs`` entry whose ``name`` differs from its key behaves as in
-Ray 2.60 (issue 12 item 2; docs/ray-compat.md "key and name").
+Ray 2.60 (docs/ray-compat.md "key and name").
 
 Ray looks a config up by its key, but a node it makes from a config - a pending
 instance, a min-worker node, a new node - carries the config's *name* as its

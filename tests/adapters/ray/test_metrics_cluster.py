@@ -22,8 +22,7 @@ pytest.importorskip("prometheus_client")
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from tests.adapters.ray.test_ray_cluster import (_free_ports, _on_node,  # noqa: E402,F401
-                                                 cluster_factory)
+from tests.kits.ray_local_cluster import cluster_factory, free_ports, on_node  # noqa: E402,F401
 
 
 def _scrape(addr: str) -> dict:
@@ -46,7 +45,7 @@ def _ticks(s):
 def test_metrics_scraped_from_a_live_ray_autoscaler(cluster_factory, monkeypatch):
     from ray._raylet import GcsClient
 
-    port, = _free_ports(1)
+    port, = free_ports(1)
     monkeypatch.setenv("AUTOSCALER_METRIC_PORT", str(port))
     monkeypatch.delenv("VECSCHED_METRICS_PORT", raising=False)
     # a token in ~/.ray (another cluster's) would switch token auth on for some of the
@@ -72,7 +71,7 @@ def test_metrics_scraped_from_a_live_ray_autoscaler(cluster_factory, monkeypatch
 
     with c.phase("scale-up (one num_cpus=2 task)"):
         ray.init(address=c.gcs_address, logging_level="warning", log_to_driver=False)
-        i, _node = ray.get(_on_node.remote(3), timeout=150)
+        i, _node = ray.get(on_node.remote(3), timeout=150)
     assert i == 3
 
     def launched():

@@ -1,16 +1,11 @@
-"""Placement-group churn (issue 12 item 1): one EngineScheduler across ticks of a
-cluster whose groups come and go (bench/benchmarks/churn.py, as a real GCS
-reports them). The resource columns are what each tick names, so the width stays
+"""Placement-group churn: one EngineScheduler across ticks of a cluster whose groups
+come and go (bench/churn.py, as a real GCS reports them). The resource columns are what each tick names, so the width stays
 bounded however long the autoscaler lives, no bundle resource gets a column
 unless a request names it, and the decisions stay Ray's. (The 2,000-tick soak at
 1,000 nodes with its timings is bench/soak_pg.py; no time is asserted here.)"""
 from __future__ import annotations
 
 import copy
-import sys
-
-from tests.kits.paths import BENCH
-from pathlib import Path
 
 import pytest
 
@@ -20,10 +15,8 @@ from ray.autoscaler.v2.scheduler import ResourceDemandScheduler  # noqa: E402
 from vecsched.adapters.ray import EngineScheduler  # noqa: E402
 from vecsched.adapters.ray.codec import decode  # noqa: E402
 
+from bench.churn import PgChurn  # noqa: E402
 from tests.kits.compare import diff  # noqa: E402
-
-sys.path.insert(0, str(BENCH))
-from benchmarks.churn import PgChurn  # noqa: E402
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Inside Ray's own loop (issue 5, item 6).
+"""Inside Ray's own loop: the engine as the scheduler of Ray's real reconciler.
 
 Ray 2.60's real `Reconciler.reconcile` drives Ray's `InstanceManager` (in-memory
 storage, Ray's subscribers) against a simulated cloud behind Ray's

@@ -1,4 +1,4 @@
-"""Ray's tick-time settings (issue 12 item 2): the module-level values Ray 2.60's
+"""Ray's tick-time settings: the module-level values Ray 2.60's
 scheduler reads while it schedules are read by the adapter at every tick, from
 where Ray reads them, and the engine decides as Ray does under each
 (adapters/ray/settings.py ``ray_settings``):

@@ -27,7 +27,13 @@ def test_known_schedulers_have_fixed_distinct_colours():
     assert palette.scheduler_color("engine") == "tab:blue"
     assert palette.scheduler_color("ray") == "tab:red"
     assert palette.scheduler_color("baseline (FFD)") == palette.scheduler_color("baseline")
-    assert palette.scheduler_color("my-policy") == palette.scheduler_color("my-policy")
+    # an unknown scheduler gets a spare colour chosen by its name alone: none of the known
+    # ones, the same whatever was coloured before or in another run (a CRC-32 of the name;
+    # "my-policy" lands on cyan, "another" on orange), its suffix in brackets ignored
+    mine = palette.scheduler_color("my-policy")
+    assert mine not in palette.SCHEDULERS.values()
+    assert (mine, palette.scheduler_color("another")) == ("tab:cyan", "tab:orange")
+    assert palette.scheduler_color("my-policy (tuned)") == mine
 
 
 def test_group_colours_depend_on_names_only():

@@ -1,4 +1,4 @@
-"""Consolidation in the replay (issue 23): a consolidated node is drained - it takes
+"""Consolidation in the replay: a consolidated node is drained - it takes
 no new pods and stops when its work ends or its deadline passes, only then is the
 rest of its work restarted - and the disruption budget holds on every tick.
 

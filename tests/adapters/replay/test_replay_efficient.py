@@ -154,7 +154,6 @@ def _spread_state():
 
 def test_cross_check_values_each_answer_against_the_optimum():
     from vecsched.adapters.replay.cross_check import CrossChecked
-    pytest.importorskip("ortools")
     state = _spread_state()
     figures = {}
     for name, launches, bad in (("right", [("cpu4", 3)], ()),
@@ -180,7 +179,6 @@ def test_cross_check_values_each_answer_against_the_optimum():
 
 @pytest.mark.slow
 def test_cli_cross_check_writes_every_scheduler(tmp_path):
-    pytest.importorskip("ortools")
     pytest.importorskip("matplotlib")
     from vecsched.adapters.cli.main import main
     out = tmp_path / "out"
@@ -210,7 +208,7 @@ def test_cli_without_cross_check_writes_none(tmp_path):
     assert "cross_check" not in json.loads((out / "summary.json").read_text())
 
 
-# ---- launch churn: cancelled before join (issue 22) -------------------------------------
+# ---- launch churn: cancelled before join -----------------------------------------------
 SERVICES_SMALL = Window(start=0, pods=150, arrival_scale=4.0)
 
 
@@ -289,7 +287,7 @@ def test_default_efficient_mode_cancels_no_booting_node():
 
 @pytest.mark.slow
 def test_launch_churn_within_five_percent_on_the_suite_services_window():
-    """The issue's churn target (cancelled before join <= 5 % of launches) on the suite's
+    """The churn target (cancelled before join <= 5 % of launches) on the suite's
     services cell (bench/suite.py: every replica, real time, seed 0) with the default
     options. Measured: 0 of 243 launches (docs/suite.md)."""
     trace = load("services", None, Window(start=0, pods=None, arrival_scale=1.0))

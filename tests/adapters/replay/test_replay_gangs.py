@@ -153,8 +153,8 @@ def test_placed_bundles_are_reported_as_rays_gcs_does():
 # ---- replays with groups -----------------------------------------------------------------
 @pytest.mark.slow
 def test_check_ray_with_placement_groups_every_tick():
-    """The acceptance check of issue 16: engine (through EngineScheduler) and Ray decide
-    every tick alike, groups pending on many of them."""
+    """Placement groups in the replay, the acceptance check: engine (through
+    EngineScheduler) and Ray decide every tick alike, groups pending on many of them."""
     _ray()
     r = replay(None, "engine", window=MID, gangs=GangOverlay(0.3, seed=2), check_ray=True)
     _conserved(r.metrics)

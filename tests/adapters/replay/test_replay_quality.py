@@ -26,7 +26,7 @@ The bounds, and why:
   1.53x: Ray's utilisation score takes the best-fitting GPU type, not the fewest GPUs),
   node-hours 4.5x (at most 3.52x on openb rows 1000.. at 100x, 2.08x on the default:
   Ray's known over-provisioning - one best-scoring node per request shape and tick, GPU
-  avoidance sending CPU pods to CPU types - which issue 13's efficient mode targets).
+  avoidance sending CPU pods to CPU types - which the efficient mode targets).
   Past these, the replay or the engine has regressed, not Ray.
 - **What the engine must never lose**: demand (above), and where FFD's type rule (the
   first configured type that holds a unit, by name) misfires - on the spot2026 groups

@@ -189,7 +189,7 @@ def test_the_cells_run_on_an_existing_cluster_by_its_address(tmp_path):
             (want["pending_p95_s"], want["node_hours"], want["placed"])
 
 
-# The efficient-mode issue's workload suite (tests/adapters/replay/test_replay_quality.py's
+# The efficient mode's workload suite (tests/adapters/replay/test_replay_quality.py's
 # WINDOWS) as a grid: docs/sweep.md shows the same file.
 SUITE = """
 [workloads.openb-300-openb]

@@ -1,4 +1,4 @@
-"""EfficientOptions.tick_budget_s (issue 22 items 4 and 6): the default budget, spent in
+"""EfficientOptions.tick_budget_s: the default budget, spent in
 work units (``budget.Allowance``: same input, same plan), and the opt-in wall-clock
 guard (an injected clock) that skips or stops the CP-SAT steps, counted in
 ``stats["budget_guard"]``. Nothing here measures speed."""
@@ -18,8 +18,6 @@ from vecsched.engine.model.validate import check_plan
 
 from tests.kits.ganggen import gang_tick
 from tests.kits.engine_cases import PLAN_ARRAYS
-
-pytest.importorskip("ortools")
 
 
 def _same(a, b) -> bool:

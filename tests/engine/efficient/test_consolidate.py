@@ -1,17 +1,15 @@
 """The efficient mode's opt-in consolidation (engine/efficient/consolidate.py):
-which nodes it stops and which it never does, the plans stay legal, the cause
-reaches Ray as OUTDATED with details that read back as CONSOLIDATE (and Ray's
-own event logger takes it), and on a short openb replay it trades restarted work
-for GPU-hours."""
+which nodes it stops and which it never does, and the plans stay legal. How the cause
+reaches Ray is tests/adapters/ray/test_consolidation_codec.py; the trade of restarted
+work for GPU-hours on a short openb replay, tests/adapters/replay/
+test_efficient_short_replays.py."""
 from __future__ import annotations
-
-import logging
 
 import pytest
 
 from vecsched.engine import schedule
 from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
-from vecsched.engine.model.dtypes import Cause, Kind, Status
+from vecsched.engine.model.dtypes import Kind, Status
 from vecsched.engine.efficient import EfficientOptions
 from vecsched.engine.model.requests import GangSpec
 from vecsched.engine.model.validate import check_plan
@@ -103,65 +101,3 @@ def test_options_are_checked():
                 dict(consolidate_per_tick=0), dict(consolidate_per_tick=True)):
         with pytest.raises(ValueError, match="options.consolidate"):
             EfficientOptions(**bad)
-
-
-def test_reaches_ray_as_outdated_and_reads_back():
-    pytest.importorskip("ray.autoscaler.v2.scheduler", reason="needs ray")
-    from ray.autoscaler.v2.event_logger import AutoscalerEventLogger
-    from ray.core.generated.instance_manager_pb2 import TerminationRequest
-
-    from vecsched.adapters.ray.codec import CONSOLIDATION_DETAILS, engine_cause
-    from vecsched.adapters.replay.demand_specs import scheduling_request
-    from vecsched.adapters.ray.scheduler import EngineScheduler
-    from vecsched.adapters.replay.schedulers import reply_decision
-
-    class _Events:
-        def __init__(self):
-            self.lines = []
-
-        def info(self, msg, *a, **k):
-            self.lines.append(msg)
-
-        warning = error = debug = info
-
-    events = _Events()
-    nodes = [_node(7.0, i=0), _node(4.0, i=1)]
-    req = scheduling_request(TYPES, nodes, [], ids=["i-0", "i-1"], idle_timeout_s=60.0)
-    sched = EngineScheduler(AutoscalerEventLogger(events), mode="efficient",
-                            options=EfficientOptions(consolidate=0.25), warm=False)
-    logging.getLogger("ray.autoscaler.v2").setLevel(logging.ERROR)
-    reply = sched.schedule(req)
-    (tr,) = reply.to_terminate
-    assert tr.instance_id == "i-0" and tr.cause == TerminationRequest.Cause.OUTDATED
-    assert tr.ray_node_id == "n0" and tr.details.startswith(CONSOLIDATION_DETAILS)
-    assert engine_cause(tr) == Cause.CONSOLIDATE
-    assert reply_decision(reply).terminations == [("i-0", Cause.CONSOLIDATE)]
-    assert any("Removing 1 nodes of type gpu8" in line for line in events.lines)
-    # an ordinary OUTDATED termination reads back as OUTDATED
-    assert engine_cause(TerminationRequest(cause=TerminationRequest.Cause.OUTDATED,
-                                           details="node from gpu8 has outdated config")) \
-        == Cause.OUTDATED
-
-
-def test_short_openb_replay_trades_restarts_for_gpu_hours():
-    """The last 400 openb pods, arrivals x200, 300 s tail, seed 0: efficient-proxy
-    with and without consolidation that stops a node at once (drain deadline 0, no
-    budget to speak of, no stability window: the trade at its plainest; the drains
-    are tested in tests/adapters/replay/test_replay_consolidation.py). Asserted:
-    consolidation restarts some work (requeued > 0, lost GPU-hours > 0, its
-    terminations counted as CONSOLIDATE), places every unit, and uses fewer
-    GPU-hours even with the lost work."""
-    pytest.importorskip("ray.autoscaler.v2.scheduler", reason="the replay's schedulers need ray")
-    from vecsched.adapters.replay import Replay, ReplayConfig, Window, load, make
-    from vecsched.adapters.replay.efficient import EfficientSched
-    trace = load(None, None, Window(start=None, pods=400, arrival_scale=200.0))
-    at_once = EfficientSched(options=EfficientOptions(
-        consolidate=0.25, drain_deadline_s=0.0, consolidate_budget=1000), name="at-once")
-    m = {s.name: Replay(trace, s, ReplayConfig(tail_s=300)).run().metrics
-         for s in (make("efficient-proxy"), at_once)}
-    plain, cons = m["efficient-proxy"], m["at-once"]
-    assert plain["requeued"] == 0 and plain["lost_gpu_hours"] == 0.0
-    assert cons["never_placed"] == 0
-    assert cons["requeued"] > 0 and cons["lost_gpu_hours"] > 0.0
-    assert cons["terminations_by_cause"].get("CONSOLIDATE", 0) > 0, cons["terminations_by_cause"]
-    assert cons["gpu_hours"] < plain["gpu_hours"], (cons["gpu_hours"], plain["gpu_hours"])

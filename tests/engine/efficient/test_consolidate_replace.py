@@ -1,4 +1,4 @@
-"""Consolidation's replace move (issue 23; ``engine/efficient/replace.py``): a low-use
+"""Consolidation's replace move (``engine/efficient/replace.py``): a low-use
 node whose work no running node has room for is drained while one cheaper node that
 holds its work is launched; never by its own type, never while a node boots, within the
 disruption budget, and only when it saves."""

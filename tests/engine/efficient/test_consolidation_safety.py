@@ -1,6 +1,6 @@
-"""Consolidation's safety (issue 23): the drain deadline a CONSOLIDATE termination
-carries (and how it reaches Ray's details), the opt-outs by label and worker type, the
-disruption budget (count, share, nodes already draining - RAY_STOP_REQUESTED nodes and
+"""Consolidation's safety: the drain deadline a CONSOLIDATE termination carries (how it
+reaches Ray's details: tests/adapters/ray/test_consolidation_codec.py), the opt-outs
+by label and worker type, the disruption budget (count, share, nodes already draining - RAY_STOP_REQUESTED nodes and
 the RAY_STOPPING instances the model leaves out), and typed option errors."""
 from __future__ import annotations
 
@@ -45,17 +45,6 @@ def test_a_consolidation_carries_its_drain_deadline():
     assert plan.term_value.tolist() == [90_000]
     assert _plan(BASE).term_value.tolist() == [600_000]          # the default
     assert _plan(BASE, drain_deadline_s=0).term_value.tolist() == [0]
-
-
-def test_the_deadline_reaches_ray_in_the_details():
-    from types import SimpleNamespace
-    from vecsched.adapters.ray.codec import CONSOLIDATION_DETAILS, _details, drain_deadline_ms
-    p = _problem(BASE)
-    text = _details(5, 90_000, "gpu8", True, p, 0)
-    assert text.startswith(CONSOLIDATION_DETAILS) and text.endswith("drain deadline 90 s")
-    assert drain_deadline_ms(SimpleNamespace(details=text)) == 90_000
-    assert drain_deadline_ms(SimpleNamespace(details=f"{CONSOLIDATION_DETAILS} old")) == 0
-    assert drain_deadline_ms(SimpleNamespace(details="node from x has outdated config")) == 0
 
 
 def test_opt_out_by_label_and_by_worker_type():

@@ -1,9 +1,10 @@
-"""vecsched.engine.efficient: legal per vecsched.engine.model.validate on the differential generator's
-states and on random problems, deterministic, gang packings valid in the solver's
-model, quality against the FFD baseline (and ray-compat) with stated bounds, and
+"""vecsched.engine.efficient: legal per vecsched.engine.model.validate on random problems
+(on the differential generator's states: tests/adapters/ray/test_engine_on_ray_states.py),
+deterministic, gang packings valid in the solver's model, quality against the FFD baseline (and ray-compat) with stated bounds, and
 the behaviours the mode promises (GPU nodes kept for GPU work, price- and
 shape-aware type choice, unneeded pending nodes cancelled but never one a
-placement group could use)."""
+placement group could use). Its short openb replays are
+tests/adapters/replay/test_efficient_short_replays.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,36 +16,14 @@ from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, RequestS
 from vecsched.engine.model.dtypes import Cause, Kind, Status
 from vecsched.engine.efficient import EfficientOptions
 from vecsched.engine.model.requests import GangSpec
-from vecsched.engine.solver import assignment_of_plan, build_instance, check_assignment, plan_value
+from vecsched.engine.solver import build_instance, plan_value
 from vecsched.engine.model.validate import check_plan
 
 from tests.kits.ganggen import gang_tick, plain_tick
-from tests.kits.engine_cases import PLAN_ARRAYS, random_case
+from tests.kits.efficient_checks import efficient, gangs_valid, same_plan
+from tests.kits.engine_cases import random_case
 
 GIB = float(2 ** 30)
-
-
-def efficient(p, **kw):
-    return schedule(p, mode="efficient", options=EfficientOptions(**kw) if kw else None)
-
-
-def _same(a, b, where):
-    for name in PLAN_ARRAYS:
-        x, y = getattr(a, name), getattr(b, name)
-        assert x.dtype == y.dtype and np.array_equal(x, y), (where, name)
-    assert np.array_equal(a.stats["gang_place"], b.stats["gang_place"]), where
-    assert np.array_equal(a.gang_infeasible, b.gang_infeasible), where
-
-
-def _gangs_valid(p, plan, where):
-    ex = np.zeros(p.N, bool)
-    ex[plan.term_node] = True
-    inst = build_instance(p, exclude=ex)
-    A = assignment_of_plan(inst, plan, plan.stats["gang_place"])
-    assert A is not None, where
-    assert check_assignment(inst, A) == [], where
-    placed = {int(g) for g in plan.stats["gang_place"][:, 0]}
-    assert placed == set(np.flatnonzero(~plan.gang_infeasible).tolist()), where
 
 
 def test_mode_is_listed_and_options_only_for_it():
@@ -56,23 +35,6 @@ def test_mode_is_listed_and_options_only_for_it():
                 dict(cpsat_dtime=float("nan")), dict(prices={"cpu-8": 0.0})):
         with pytest.raises(ValueError, match="options."):
             EfficientOptions(**bad)
-
-
-@pytest.mark.parametrize("block", range(3))
-@pytest.mark.slow
-def test_legal_on_the_differential_generators_states(block):
-    """tests/kits/raygen.py states (labels, selectors, every gang strategy, constraints,
-    IPPR, caps, pending and outdated nodes): no violation at all (not even Ray's
-    quirk Q1), gang packings valid in the model, and the same plan twice."""
-    from vecsched.adapters.ray.codec import decode
-
-    from tests.kits.raygen import make_request
-    for seed in range(block * 100, (block + 1) * 100):
-        p = decode(make_request(seed)).problem
-        plan = efficient(p)
-        assert check_plan(p, plan) == [], (seed, check_plan(p, plan))
-        _gangs_valid(p, plan, seed)
-        _same(plan, efficient(p), seed)
 
 
 @pytest.mark.parametrize("block", range(2))
@@ -257,12 +219,11 @@ def test_strict_strategies_in_the_plan():
 
 @pytest.mark.slow
 def test_cpsat_gang_packing_is_deterministic_and_no_worse_than_heuristics():
-    pytest.importorskip("ortools")
     for seed in range(4):
         p = gang_tick(seed, bundles=50)
         inst = build_instance(p)
         a, b = efficient(p), efficient(p)
-        _same(a, b, seed)
+        same_plan(a, b, seed)
         h = efficient(p, gang_cpsat_bundles=0)
         assert plan_value(inst, a) <= plan_value(inst, h), seed
 
@@ -274,44 +235,13 @@ def test_neighbourhood_search_improves_a_large_tick_and_stays_legal():
     gangs of a few least-filled new nodes at a time. Measured: gap to the proven optimum
     (97) 4.1 % without it, 1.0 % with it. Asserted: strictly cheaper than without, every
     gang placed as before, legal, deterministic."""
-    pytest.importorskip("ortools")
     p = gang_tick(1, bundles=200)
     inst = build_instance(p)
     without = efficient(p, lns_dtime=0, tick_budget_s=None)   # the limits unbudgeted
     a, b = efficient(p, tick_budget_s=None), efficient(p, tick_budget_s=None)
-    _same(a, b, "lns")
+    same_plan(a, b, "lns")
     assert a.stats.get("gang_lns_better") == 1 and "gang_lns_better" not in without.stats
     assert plan_value(inst, a) < plan_value(inst, without)
     assert np.array_equal(a.gang_infeasible, without.gang_infeasible)
     assert check_plan(p, a) == [], check_plan(p, a)
-    _gangs_valid(p, a, "lns")
-
-
-# ---- the replay ---------------------------------------------------------------------------
-
-def test_short_openb_replay_beats_ffd_and_rays_choice():
-    """The last 400 openb pods, arrivals x200, 300 s tail, seed 0, through the
-    replay's registered `efficient-proxy` scheduler (EngineScheduler, mode efficient, priced
-    by the proxy as the bundled tables were when this was measured). Measured with the
-    reserve (the default): efficient 5.34 node-h / 38.76 GPU-h, pending p50 80 s; FFD
-    5.31 / 38.64, 86 s; Ray's choice (the engine) 9.51 / 45.13, 101 s. Without the
-    reserve: 5.12 / 38.22, 85 s. On this short window the reserve's room costs 0.3 % of
-    GPU-hours above FFD's (it buys the shortest waits); without it the mode is below FFD
-    on both. Asserted: every unit placed; GPU-hours at most 0.9 x and node-hours at most
-    0.6 x Ray's choice; pending p50 below FFD's and Ray's; GPU-hours within 1 % of FFD's;
-    and without the reserve, below FFD on both."""
-    pytest.importorskip("ray.autoscaler.v2.scheduler", reason="the replay's schedulers need ray")
-    from vecsched.adapters.replay import Replay, ReplayConfig, Window, load
-    from vecsched.adapters.replay import make
-    from vecsched.adapters.replay.efficient import EfficientSched
-    trace = load(None, None, Window(start=None, pods=400, arrival_scale=200.0))
-    no_reserve = EfficientSched(options=EfficientOptions(reserve=False), name="efficient-proxy")
-    m = {name: Replay(trace, s, ReplayConfig(tail_s=300)).run().metrics
-         for name, s in (("ffd", make("baseline")), ("ray", make("engine")),
-                         ("eff", make("efficient-proxy")), ("off", no_reserve))}
-    eff, ffd, ray, off = m["eff"], m["ffd"], m["ray"], m["off"]
-    assert eff["never_placed"] == 0 == off["never_placed"]
-    assert eff["gpu_hours"] <= 0.9 * ray["gpu_hours"] and eff["node_hours"] <= 0.6 * ray["node_hours"]
-    assert eff["pending_p50_s"] < min(ffd["pending_p50_s"], ray["pending_p50_s"]), m
-    assert eff["gpu_hours"] <= 1.01 * ffd["gpu_hours"], m
-    assert off["node_hours"] < ffd["node_hours"] and off["gpu_hours"] < ffd["gpu_hours"], m
+    gangs_valid(p, a, "lns")

@@ -8,7 +8,8 @@ import numpy as np
 from vecsched.engine import schedule
 from vecsched.engine.efficient import improve as improve_mod
 
-from tests.engine.efficient.test_place_speed_equivalence import common, digest
+from bench.benchmarks import common
+from tests.kits.plan_digest import digest
 from tests.kits.ganggen import gang_tick
 
 

@@ -26,7 +26,6 @@ def _bound(p):
 
 @pytest.mark.slow
 def test_launch_price_bound_never_passes_the_optimum():
-    pytest.importorskip("ortools")
     checked, positive, tight = 0, 0, 0
     for seed in range(10):
         for bundles in (12, 30):

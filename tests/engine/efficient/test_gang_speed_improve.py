@@ -1,47 +1,22 @@
 """engine/efficient/improve.py's fallback for selectors that name an anti-affinity key
 (masks recomputed before every unit, each unit moved by its own kernel call, the node's
 moves undone from a copy when one unit fits nowhere) plans as the batched path does
-when the masks cannot change, on gang ticks and the differential generator's states
-(selectors, every strategy)."""
+when the masks cannot change, on gang ticks."""
 from __future__ import annotations
 
 import numpy as np
 
-from vecsched.engine import schedule
 from vecsched.engine.efficient import EfficientOptions
 from vecsched.engine.efficient import improve as improve_mod
 
+from tests.kits.efficient_checks import fallback_plans_like_batched
 from tests.kits.ganggen import gang_tick
 
-PLAN = ("launch", "new_type", "term_node", "place_slot", "place_run", "place_count",
-        "gang_infeasible")
-
-
-def _plans(problems, opts):
-    return [schedule(p, mode="efficient", options=opts) for p in problems]
-
-
 def test_per_unit_fallback_plans_like_the_batched_path(monkeypatch):
-    from vecsched.adapters.ray.codec import decode
-    from tests.kits.raygen import make_request
+    """On gang ticks (the same check on the differential generator's states, with
+    selectors: tests/adapters/ray/test_engine_on_ray_states.py)."""
     problems = [gang_tick(s, bundles=40) for s in range(4)]
-    problems += [p for p in (decode(make_request(s)).problem for s in range(30)) if p.G]
-    opts = EfficientOptions(gang_cpsat_bundles=0)
-    calls = {"stale": 0}
-    batched = _plans(problems, opts)
-    real = improve_mod._empty_stale
-
-    def counted(*a):
-        calls["stale"] += 1
-        return real(*a)
-    monkeypatch.setattr(improve_mod, "_selectors_see_anti", lambda p: True)
-    monkeypatch.setattr(improve_mod, "_empty_stale", counted)
-    fallback = _plans(problems, opts)
-    assert calls["stale"] > 20
-    for k, (a, b) in enumerate(zip(batched, fallback)):
-        for name in PLAN:
-            assert np.array_equal(getattr(a, name), getattr(b, name)), (k, name)
-        assert np.array_equal(a.stats["gang_place"], b.stats["gang_place"]), k
+    assert fallback_plans_like_batched(problems, monkeypatch) > 20    # 136 when written
 
 
 def test_per_unit_fallback_leaves_the_packing_as_the_kernel_does(monkeypatch):
@@ -105,13 +80,11 @@ def test_merge_rounds_in_one_kernel_merge_as_round_by_round():
     free room, labels, contents, live slots, launch room) as the round-by-round twin,
     over every pass's packing of gang ticks and cluster_v2 problems, with some merges
     made (and with a round cap that stops it early)."""
-    import sys
-    import os
     from vecsched.engine.efficient import gang_place as gp
     from vecsched.engine.efficient.cost import Costs
     from vecsched.engine.efficient.state import State
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench"))
-    from benchmarks.common import cached_problem_v2
+
+    from bench.benchmarks.common import cached_problem_v2
     problems = [gang_tick(s, bundles=60) for s in range(4)]
     problems += [cached_problem_v2(nodes=200, units=1000, shapes=20, gangs=60, seed=s)
                  for s in range(2)]

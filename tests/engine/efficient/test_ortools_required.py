@@ -1,25 +1,12 @@
-"""OR-Tools and the efficient mode (issue 22 item 5): where OR-Tools does not import,
-the mode refuses to run with its CP-SAT steps on (a typed error naming the option),
-instead of planning differently from an install that has it; with them off it plans
+"""OR-Tools and the efficient mode: where OR-Tools does not import (a broken install:
+it is a core dependency), the mode refuses to run with its CP-SAT steps on (a typed
+error naming the option), instead of planning differently from an install that has it; with them off it plans
 the same on every install. "Missing" is simulated in a child process by an import hook
-that refuses ``ortools``."""
+that refuses ``ortools`` (tests/kits/no_ortools.py); the replay's and EngineScheduler's
+refusal is tests/adapters/ray/test_efficient_without_ortools.py."""
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
-import pytest
-
-BLOCK = """
-import importlib.abc, sys
-class _NoOrtools(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name == "ortools" or name.startswith("ortools."):
-            raise ImportError("ortools blocked for this test")
-        return None
-sys.meta_path.insert(0, _NoOrtools())
-"""
+from tests.kits.no_ortools import BLOCK, run_child as _run
 
 PLAN = """
 import json
@@ -31,11 +18,6 @@ plan = schedule(p, mode="efficient", options=EfficientOptions(gang_cpsat_bundles
 print(json.dumps({"launch": plan.launch.tolist(), "slots": plan.place_slot.tolist(),
                   "terms": plan.term_node.tolist(), "gang_bad": plan.gang_infeasible.tolist()}))
 """
-
-
-def _run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=300)
 
 
 def test_missing_ortools_is_a_typed_error_naming_the_option():
@@ -61,28 +43,9 @@ for make in (lambda: EfficientOptions(),
     assert out.stdout.split() == ["refused", "refused"], out.stdout
 
 
-def test_missing_ortools_refuses_the_replay_and_engine_scheduler():
-    pytest.importorskip("ray.autoscaler.v2.scheduler")
-    out = _run(BLOCK + """
-from vecsched.engine.solver import SolverUnavailable
-from vecsched.adapters.replay import make
-try:
-    make("efficient")
-except SolverUnavailable as e:
-    print("replay refused")
-from vecsched.adapters.ray.scheduler import EngineScheduler
-from vecsched.engine.efficient import EfficientOptions
-s = EngineScheduler(mode="efficient", options=EfficientOptions(gang_cpsat_bundles=0))
-print("heuristics-only scheduler built")
-""")
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split("\n")[:2] == ["replay refused", "heuristics-only scheduler built"]
-
-
 def test_without_cpsat_the_plans_are_the_same_on_every_install():
     """gang_cpsat_bundles=0 needs no OR-Tools, and plans as it does where OR-Tools is
     installed (here: the same 20-bundle gang tick in two processes)."""
-    pytest.importorskip("ortools")
     blocked, installed = _run(BLOCK + PLAN), _run(PLAN)
     assert blocked.returncode == 0, blocked.stderr[-3000:]
     assert installed.returncode == 0, installed.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""Equivalence harness for the efficient mode's placement (issue 22): the plans
+"""Equivalence harness for the efficient mode's placement: the plans
 of ``schedule(p, mode="efficient")`` on seeded problems must stay what they were
 before the placement loops became numba kernels.
 
@@ -12,28 +12,22 @@ reserve, which became the default later (its placements go through the same loop
 are compared with the readable placement below). Ticks with placement groups also go through
 ``improve.py`` / ``lns.py``, which change on their own, so there the plans are
 compared with the same tick run on the readable placement
-(``test_eff_kernels_place.ReadablePlace``) instead of a recording.
+(``tests/kits/twins_place.py: ReadablePlace``) instead of a recording.
 
     python -m tests.engine.efficient.test_place_speed_equivalence   # print digests
 """
 from __future__ import annotations
 
-import hashlib
-import sys
-from pathlib import Path
-
-import numpy as np
 import pytest
 
 from vecsched.engine import schedule
 from vecsched.engine.efficient import EfficientOptions, place
 
-from tests.kits.engine_cases import PLAN_ARRAYS, random_case
-from tests.engine.kernels.test_eff_kernels_place import ReadablePlace
+from bench.benchmarks import common
+from tests.kits.engine_cases import random_case
 from tests.kits.ganggen import gang_tick, plain_tick
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-from benchmarks import common  # noqa: E402
+from tests.kits.plan_digest import digest
+from tests.kits.twins_place import ReadablePlace
 
 DIGESTS = {
     "v2/saturated/200/2000/0/s0": "25cf33a794c3fe8c",
@@ -85,24 +79,6 @@ DIGESTS = {
     "plain_tick/11": "2f5a6d020aaf6388",
     "random_case/11": "495ebbdf8b5c6a7b",
 }
-
-
-def digest(plan) -> str:
-    """A short hash of every decision a plan holds (arrays with their dtypes,
-    the gangs' placements and the launch order)."""
-    h = hashlib.sha256()
-    by_name = np.argsort(np.asarray(plan.resources, dtype=object), kind="stable")
-    for name in PLAN_ARRAYS + ("gang_infeasible",):
-        a = getattr(plan, name)
-        if name == "cluster_resources":      # its columns in name order: the digest
-            a = a[by_name]                   # does not depend on the column numbering
-        a = np.ascontiguousarray(a)
-        h.update(name.encode())
-        h.update(str(a.dtype).encode())
-        h.update(a.tobytes())
-    h.update(np.ascontiguousarray(plan.stats.get("gang_place", np.zeros(0))).tobytes())
-    h.update(repr(plan.launch_order).encode())
-    return h.hexdigest()[:16]
 
 
 def problem(name: str):

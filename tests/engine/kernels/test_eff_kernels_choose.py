@@ -16,7 +16,7 @@ import pytest
 
 from vecsched.engine.kernels.effp_choose import _choose_launches
 
-from tests.engine.kernels.test_eff_kernels_place import R, _rand_rows, dot_fill
+from tests.kits.twins_place import R, dot_fill, rand_rows
 
 
 def _lsum(xs) -> float:
@@ -81,8 +81,8 @@ def choose_launches(type_free, type_room, global_room, allowed, left, qty, group
 
 def _case(rng, grid: bool):
     S, T = int(rng.integers(1, 7)), int(rng.integers(1, 6))
-    type_free = _rand_rows(rng, T, grid, 0.15) * int(rng.integers(1, 5))
-    qty = _rand_rows(rng, S, grid)
+    type_free = rand_rows(rng, T, grid, 0.15) * int(rng.integers(1, 5))
+    qty = rand_rows(rng, S, grid)
     allowed = rng.random((S, T)) < 0.8
     left = rng.integers(0, 40, S).astype(np.int64)
     room = rng.integers(0, 6, T).astype(np.int64)
@@ -92,7 +92,7 @@ def _case(rng, grid: bool):
     inv_ref = np.where(rng.random(R) < 0.9, 1.0 / (1.0 + rng.integers(0, 64, R)), 0.0)
     size = qty @ inv_ref
     price = 0.5 + rng.random(T) * 4
-    running = _rand_rows(rng, 2, grid, 0.5) * float(rng.integers(0, 30))
+    running = rand_rows(rng, 2, grid, 0.5) * float(rng.integers(0, 30))
     type_gpu = rng.random(T) < 0.5
     credit = float(rng.choice([1.0, 0.5, 0.0]))
     return (type_free, room, glob, allowed, left, qty, groups, size, price, running,

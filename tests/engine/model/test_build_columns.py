@@ -111,35 +111,3 @@ def test_only_label_keys_a_type_or_request_names_get_a_column():
     rack, pgy = p.label_keys.index("rack"), p.label_keys.index("_PG_y")
     assert [p.label_values[v] for v in p.node_label[:, rack]] == ["r1", "r2"]
     assert p.node_label[:, pgy].tolist() == [-1, p.label_values.index("")]
-
-
-def test_gpu_of_one_node_decides_as_in_ray():
-    """Ray avoids the GPU node for a CPU task; so must the engine."""
-    pytest.importorskip("ray")
-    from ray.autoscaler.v2.instance_manager.config import NodeTypeConfig
-    from ray.autoscaler.v2.scheduler import ResourceDemandScheduler, SchedulingRequest
-    from ray.autoscaler.v2.schema import AutoscalerInstance
-    from ray.core.generated.autoscaler_pb2 import (NodeState, ResourceRequest,
-                                                   ResourceRequestByCount)
-    from ray.core.generated.instance_manager_pb2 import Instance, NodeKind
-
-    from vecsched.adapters.ray import EngineScheduler
-    from vecsched.adapters.ray.compare import decisions, reply_diff
-
-    def inst(i, total):
-        im = Instance(instance_id=f"i-{i}", instance_type="w", status=Instance.RAY_RUNNING,
-                      node_id=f"n{i}", node_kind=NodeKind.WORKER)
-        ns = NodeState(node_id=bytes([i]), total_resources=total, available_resources=total,
-                       idle_duration_ms=100_000)
-        return AutoscalerInstance(im_instance=im, ray_node=ns, cloud_instance_id=f"c{i}")
-
-    req = SchedulingRequest(
-        node_type_configs={"w": NodeTypeConfig(name="w", min_worker_nodes=0, max_worker_nodes=9,
-                                               resources={"CPU": 4.0})},
-        idle_timeout_s=60.0, disable_launch_config_check=True,
-        resource_requests=[ResourceRequestByCount(
-            request=ResourceRequest(resources_bundle={"CPU": 1.0}), count=1)],
-        current_instances=[inst(1, {"CPU": 4.0, "GPU": 1.0}), inst(2, {"CPU": 4.0, "X": 1.0})])
-    want, got = ResourceDemandScheduler().schedule(req), EngineScheduler().schedule(req)
-    assert decisions(want)["terminate"] == [("i-1", "IDLE", Instance.RAY_RUNNING)]
-    assert not reply_diff(want, got), reply_diff(want, got)

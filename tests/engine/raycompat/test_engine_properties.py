@@ -11,11 +11,7 @@ from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, RequestS
 from vecsched.engine.model.validate import check_plan
 
 from tests.kits.engine_cases import random_case
-from tests.kits.paths import BENCH
-
-FIELDS = ("launch", "term_node", "term_cause", "term_value", "infeasible", "infeasible_why",
-          "place_slot", "place_run", "place_count", "new_type", "cluster_resources")
-
+from tests.kits.packer_twin import FIELDS, capped_against_twin, plans_equal, twin_schedule
 
 @pytest.mark.parametrize("block", range(3))
 def test_engine_plans_are_legal_and_deterministic(block):
@@ -86,9 +82,7 @@ def test_available_above_total_is_counted_and_scored_without_crash():
 def test_batched_picks_equal_one_at_a_time(scenario, monkeypatch):
     """Taking runs of identical picks at once (twins, fresh templates) must give
     exactly the plan of picking one node at a time."""
-    import sys
-    sys.path.insert(0, str(BENCH))
-    from benchmarks.common import cluster_v2, engine_problem
+    from bench.benchmarks.common import cluster_v2, engine_problem
 
     from vecsched.engine.raycompat.packer import Packer
     for seed in range(6):
@@ -104,60 +98,13 @@ def test_batched_picks_equal_one_at_a_time(scenario, monkeypatch):
         assert fast.n_launched > 0
 
 
-def _plans_equal(a, b, where):
-    for f in FIELDS + ("gang_infeasible", "gang_order"):
-        assert np.array_equal(getattr(a, f), getattr(b, f)), (where, f)
-
-
-def _twin_schedule(p, monkeypatch):
-    """The plan of the slow readable twins: a Packer.run per gang and the
-    Python packing loop, instead of kernels/gangs.py and kernels/loop.py."""
-    from vecsched.engine.raycompat import phases
-    from vecsched.engine.raycompat.packer import Packer
-    monkeypatch.setattr(phases, "GANG_KERNEL", False)
-    monkeypatch.setattr(Packer, "kernel", False)
-    try:
-        return schedule(p)
-    finally:
-        monkeypatch.setattr(phases, "GANG_KERNEL", True)
-        monkeypatch.setattr(Packer, "kernel", True)
-
-
-def capped_against_twin(specs, slack: int, monkeypatch) -> tuple:
-    """Each ``(where, ClusterSpec)``'s Problem, uncapped and with max_num_nodes
-    N + slack, scheduled by the kernels and by their slow twins: the plans must
-    be equal. Returns (groups, infeasible groups, units placed) over all runs."""
-    import dataclasses
-
-    from benchmarks.common import engine_problem
-
-    gangs = infeasible = placed = 0
-    for where, spec in specs:
-        p = engine_problem(spec)
-        for cap in (-1, p.N + slack):
-            q = dataclasses.replace(p, max_num_nodes=cap)
-            fast = schedule(q)
-            _plans_equal(fast, _twin_schedule(q, monkeypatch), where + (cap,))
-            gangs += q.G
-            infeasible += int(fast.gang_infeasible.sum())
-            placed += int(fast.place_count.sum())
-    return gangs, infeasible, placed
-
-
-def bench_on_path() -> None:
-    """bench/benchmarks importable (the seeded cluster generators)."""
-    import sys
-    sys.path.insert(0, str(BENCH))
-
-
 @pytest.mark.parametrize("scenario", ["saturated", "fragmented"])
 def test_kernels_equal_python_packer(scenario, monkeypatch):
     """kernels/gangs.py (all gangs in one call) and kernels/loop.py (a packing
     loop in one call) against their slow twins, on the benchmark clusters with
     many placement groups, many units, and a global node cap that binds part of
     the way through."""
-    bench_on_path()
-    from benchmarks.common import cluster_pr64175, cluster_v2
+    from bench.benchmarks.common import cluster_pr64175, cluster_v2
 
     specs = [((scenario, seed), spec) for seed in range(4)
              for spec in (cluster_v2(nodes=120, units=3000, shapes=10, scenario=scenario,
@@ -165,21 +112,6 @@ def test_kernels_equal_python_packer(scenario, monkeypatch):
                           cluster_pr64175(nodes=150, units=1500, scenario=scenario, seed=seed))]
     gangs_seen, infeasible, placed = capped_against_twin(specs, 15, monkeypatch)
     assert gangs_seen == 480 and 0 < infeasible < gangs_seen and placed > 10_000
-
-
-def test_kernels_equal_python_packer_on_random_states(monkeypatch):
-    """The same on the differential tests' random ticks (labels, selectors,
-    every strategy, pending nodes, caps), decoded by the Ray codec."""
-    pytest.importorskip("ray")
-    from vecsched.adapters.ray.codec import decode
-
-    from tests.kits.raygen import make_request
-    with_gangs = 0
-    for seed in range(300):
-        p = decode(make_request(seed, max_nodes=30 if seed % 4 else 80)).problem
-        _plans_equal(schedule(p), _twin_schedule(p, monkeypatch), seed)
-        with_gangs += p.G > 0 and not p.node_ippr["attached"].any()
-    assert with_gangs >= 100
 
 
 def test_loop_kernel_anti_affinity_over_running_twins(monkeypatch):
@@ -193,7 +125,7 @@ def test_loop_kernel_anti_affinity_over_running_twins(monkeypatch):
             RequestSpec({"CPU": 0.5}, 2, anti_affinity=("app", "x"))]
     p = build_problem(types, nodes, reqs, idle_timeout_s=60.0)
     plan = schedule(p)
-    _plans_equal(plan, _twin_schedule(p, monkeypatch), "twins")
+    plans_equal(plan, twin_schedule(p, monkeypatch), "twins")
     on = {}
     for slot, run, k in zip(plan.place_slot, plan.place_run, plan.place_count):
         on.setdefault(int(run), []).append(int(slot))

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine.raycompat.test_engine_properties import bench_on_path, capped_against_twin
+from tests.kits.packer_twin import capped_against_twin
 
 
 @pytest.mark.parametrize("scenario", ["saturated", "fragmented"])
 def test_gang_kernel_shortcuts_equal_twin(scenario, monkeypatch):
-    bench_on_path()
-    from benchmarks.common import cluster_v2
+    from bench.benchmarks.common import cluster_v2
 
     specs = [((scenario, seed), cluster_v2(nodes=300, units=300, shapes=6, scenario=scenario,
                                            seed=seed, gangs=250)) for seed in range(2)]

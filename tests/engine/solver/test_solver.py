@@ -4,10 +4,6 @@ feasible in the model with a gap >= 0, determinism, and the import boundaries
 (importable without OR-Tools; never imported on the ray-compat path)."""
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 
@@ -20,9 +16,8 @@ from vecsched.engine.solver import (assignment_value, build_instance, check_assi
                                     cross_check_plan, greedy_assignment, plan_value, solve)
 
 from tests.kits.ganggen import gang_tick, plain_tick
+from tests.kits.no_ortools import BLOCK, run_child
 from tests.kits.solver_kit import brute_force, problem_of, small_case
-
-pytest.importorskip("ortools")
 
 
 def _lexicographic(inst, value):
@@ -147,26 +142,14 @@ def test_solve_is_deterministic():
     assert np.array_equal(a.assignment, b.assignment)
 
 
-_BLOCK_ORTOOLS = """
-import importlib.abc, sys
-class _NoOrtools(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name == "ortools" or name.startswith("ortools."):
-            raise ImportError("ortools blocked for this test")
-        return None
-sys.meta_path.insert(0, _NoOrtools())
-"""
-
-
 def _run(code: str) -> str:
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                         text=True, timeout=300)
+    out = run_child(code)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 
 
 def test_importable_without_ortools_and_clear_error_when_used():
-    out = _run(_BLOCK_ORTOOLS + """
+    out = _run(BLOCK + """
 from vecsched.engine.solver import SolverUnavailable, build_instance, greedy_assignment, have_ortools, solve
 from vecsched.engine import schedule
 from tests.kits.ganggen import gang_tick

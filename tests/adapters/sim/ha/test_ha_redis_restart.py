@@ -168,8 +168,8 @@ class _Watched:
 
 
 def test_the_next_leader_waits_while_the_old_one_makes_its_recorded_calls(redis_server):
-    """The race of issue 24: A records a tick that requests launches; Redis restarts
-    empty; passive B, which saw epoch 1, is granted 2 at once (A's key is gone). A's
+    """The race of a lease backend restarted empty: A records a tick that requests
+    launches; Redis restarts empty; passive B, which saw epoch 1, is granted 2 at once (A's key is gone). A's
     lease is still valid by its clock, so it makes its recorded calls; before each
     of them A's keeper renews (refused: A renews no more but keeps its lease) and B
     renews and tries to step. B must make no cloud call (not even its claim) until

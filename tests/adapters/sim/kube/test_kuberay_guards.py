@@ -1,4 +1,5 @@
-"""The adversarial KubeRay cases of issue 24, in process: Ray 2.60's own
+"""The adversarial KubeRay cases (a stale read, a write of another client between read and
+patch, ownership conflicts, replicas outside their bounds), in process: Ray 2.60's own
 ``KubeRayProvider`` and ``KubernetesHttpApiClient`` against the API and operator
 stand-ins, once with the stock client (what main did: each case shows the damage) and
 once with the side-car's client (``adapters/kuberay/client.py``: the damage is gone
@@ -18,8 +19,9 @@ from ray.autoscaler._private.kuberay.autoscaling_config import (  # noqa: E402
     _derive_autoscaling_config_from_ray_cr)
 
 from vecsched.adapters.kuberay.sidecar import Ledger, tracking_client  # noqa: E402
-from tests.adapters.sim.kube.test_kuberay_standin import (  # noqa: E402,F401  (fixtures)
-    NS, RC, _cluster, _group, _op, _patches, _pods, _provider, _workers, api, certs)
+from tests.kits.kube_standin import (  # noqa: E402,F401  (fixtures)
+    NS, RC, api, certs, live_pods, operator_of, patches_of, ray_cluster, ray_provider,
+    worker_group, worker_names)
 
 GITOPS = "argocd-application-controller"
 
@@ -54,8 +56,8 @@ def test_stand_in_answers_guards_as_the_api_server(api):
     """Through Ray's own client: a failed ``test`` op is 422 Invalid (nothing of the
     patch applied), a stale resourceVersion the patch sets is 409 Conflict, the
     current one passes."""
-    api.store.create("rayclusters", NS, _cluster(_group("cpu", 0, 0, 3),
-                                                 _group("gpu", 0, 0, 2)), "kubectl")
+    api.store.create("rayclusters", NS, ray_cluster(worker_group("cpu", 0, 0, 3),
+                                                 worker_group("gpu", 0, 0, 2)), "kubectl")
     c = npv.KubernetesHttpApiClient(NS)
     rv = c.get(f"rayclusters/{RC}")["metadata"]["resourceVersion"]
     wrong_name = [{"op": "test", "path": "/spec/workerGroupSpecs/0/groupName", "value": "gpu"},
@@ -84,11 +86,11 @@ def _reorder_terminate(api, client):
     """cpu and gpu each run 2 pods; the provider terminates one cpu pod while a GitOps
     writer reverses the group order between its read and its patch."""
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 2, 0, 4), _group("gpu", 2, 0, 4)),
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 2, 0, 4), worker_group("gpu", 2, 0, 4)),
               "kubectl")
-    op = _op(api)
+    op = operator_of(api)
     _settle(op)
-    prov = _provider(client)
+    prov = ray_provider(client)
     victim = sorted(k for k, v in prov.get_non_terminated().items()
                     if v.node_type == "cpu")[0]
     st.before_next_patch("rayclusters", NS, RC, _rewrite(lambda gs: gs[::-1]))
@@ -102,7 +104,7 @@ def test_reorder_during_terminate_stock_client_hits_the_other_group(api):
     victim, errs = _reorder_terminate(api, None)
     assert errs == []
     assert _replicas(api) == {"gpu": 1, "cpu": 2}           # the gpu group scaled down
-    assert victim in _pods(api, "cpu")                        # the cpu pod kept running
+    assert victim in live_pods(api, "cpu")                        # the cpu pod kept running
 
 
 def test_reorder_during_terminate_guarded_hits_the_right_group(api):
@@ -110,7 +112,7 @@ def test_reorder_during_terminate_guarded_hits_the_right_group(api):
     victim, errs = _reorder_terminate(api, client)
     assert errs == []
     assert _replicas(api) == {"gpu": 2, "cpu": 1}
-    assert victim not in _pods(api, "cpu") and len(_pods(api, "gpu")) == 2
+    assert victim not in live_pods(api, "cpu") and len(live_pods(api, "gpu")) == 2
     (moved,) = [c for c in ledger.conflicts if c["kind"] == "group_moved"]
     assert (moved["group"], moved["index_decided_on"], moved["index_now"]) == ("cpu", 0, 1)
     assert moved["writer"] == GITOPS and moved["status"] == 422
@@ -133,13 +135,13 @@ def test_unguarded_client_measures_the_wrong_group_patch(api):
 
 def _insert_launch(api, client):
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 1, 0, 3), _group("gpu", 0, 0, 2)),
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 1, 0, 3), worker_group("gpu", 0, 0, 2)),
               "kubectl")
-    op = _op(api)
+    op = operator_of(api)
     _settle(op)
-    prov = _provider(client)
+    prov = ray_provider(client)
     st.before_next_patch("rayclusters", NS, RC,
-                         _rewrite(lambda gs: [_group("mem", 1, 1, 4)] + gs))
+                         _rewrite(lambda gs: [worker_group("mem", 1, 1, 4)] + gs))
     prov.launch({"gpu": 2}, "l1")
     errs = prov.poll_errors()
     _settle(op)
@@ -150,14 +152,14 @@ def test_insert_during_launch_stock_client_scales_the_wrong_group(api):
     assert _insert_launch(api, None) == []
     # index 1 was gpu when read; after the insert it is cpu: cpu 1 -> 2, no gpu pod
     assert _replicas(api) == {"mem": 1, "cpu": 2, "gpu": 0}
-    assert _pods(api, "gpu") == [] and len(_pods(api, "cpu")) == 2
+    assert live_pods(api, "gpu") == [] and len(live_pods(api, "cpu")) == 2
 
 
 def test_insert_during_launch_guarded_launches_gpu(api):
     client, ledger = _client()
     assert _insert_launch(api, client) == []
     assert _replicas(api) == {"mem": 1, "cpu": 1, "gpu": 2}
-    assert len(_pods(api, "gpu")) == 2 and len(_pods(api, "cpu")) == 1
+    assert len(live_pods(api, "gpu")) == 2 and len(live_pods(api, "cpu")) == 1
     moved = {c["group"]: (c["index_decided_on"], c["index_now"])
              for c in ledger.conflicts if c["kind"] == "group_moved"}
     assert moved == {"gpu": (1, 2)}                # cpu needs no change: not in the patch
@@ -168,10 +170,10 @@ def test_insert_during_launch_guarded_launches_gpu(api):
 
 def _person_writes(api, client):
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 1, 0, 8)), "kubectl")
-    op = _op(api)
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 1, 0, 8)), "kubectl")
+    op = operator_of(api)
     _settle(op)
-    prov = _provider(client)
+    prov = ray_provider(client)
     st.before_next_patch("rayclusters", NS, RC, _rewrite(
         lambda gs: [dict(gs[0], replicas=6)], manager="kubectl-edit"))
     prov.launch({"cpu": 1}, "l1")
@@ -204,15 +206,15 @@ def _restart_stale(api, client_after_restart):
     """An earlier side-car process terminated pod a; a new one starts (empty memory),
     its first RayCluster read is served stale, and it terminates pod b."""
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 3, 0, 3)), "kubectl")
-    op = _op(api)
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 3, 0, 3)), "kubectl")
+    op = operator_of(api)
     _settle(op)
     before, _ = _client()
-    prov = _provider(before)
-    a, b, c = _workers(prov)
+    prov = ray_provider(before)
+    a, b, c = worker_names(prov)
     prov.terminate([a], "t1")                      # replicas 2, workersToDelete [a]
     st.serve_stale("rayclusters", NS, RC, 1)       # the restarted one's first read is old
-    prov2 = _provider(client_after_restart)
+    prov2 = ray_provider(client_after_restart)
     prov2.terminate([b], "t2")
     errs = prov2.poll_errors()
     _settle(op)
@@ -221,7 +223,7 @@ def _restart_stale(api, client_after_restart):
 
 def test_restart_stale_first_read_stock_client_leaks_a_pod(api):
     a, b, c, errs = _restart_stale(api, None)
-    assert errs == [] and a in _pods(api, "cpu")
+    assert errs == [] and a in live_pods(api, "cpu")
 
 
 def test_restart_stale_first_read_caught_against_a_list(api):
@@ -230,7 +232,7 @@ def test_restart_stale_first_read_caught_against_a_list(api):
     (s,) = ledger.stale_reads
     assert s["first_read"] and s["reread"] > s["got"]
     assert [type(e).__name__ for e in errs] == ["TerminateNodeError"]   # waits for a
-    assert _pods(api, "cpu") == sorted([b, c])
+    assert live_pods(api, "cpu") == sorted([b, c])
     lists = [e for e in api.requests("GET", "rayclusters") if e["name"] is None]
     assert len(lists) == 2                 # one LIST per side-car start, on its first read
 
@@ -238,15 +240,15 @@ def test_restart_stale_first_read_caught_against_a_list(api):
 # ------------------------------------------------------------------ a malformed group
 
 def _malformed_cluster():
-    no_name = _group("x", 0, 0, 2)
+    no_name = worker_group("x", 0, 0, 2)
     del no_name["groupName"]
-    return _cluster(_group("nullrep", None, 0, 2), _group("strmax", 0, 0, "3"), no_name,
-                    _group("cpu", 0, 0, 3))
+    return ray_cluster(worker_group("nullrep", None, 0, 2), worker_group("strmax", 0, 0, "3"), no_name,
+                    worker_group("cpu", 0, 0, 3))
 
 
 def test_malformed_group_stock_client_stops_every_group(api):
     api.store.create("rayclusters", NS, _malformed_cluster(), "kubectl")
-    prov = _provider()
+    prov = ray_provider()
     prov.launch({"cpu": 2}, "l1")
     (err,) = prov.poll_errors()
     assert isinstance(err.__cause__, TypeError)
@@ -267,12 +269,12 @@ def test_malformed_group_reported_and_skipped_other_groups_scale(api):
     assert [g["groupName"] for g in view["spec"]["workerGroupSpecs"]] == ["cpu"]
     cfg = _derive_autoscaling_config_from_ray_cr(view)        # Ray's config reader copes
     assert "cpu" in cfg["available_node_types"]
-    prov = _provider(client)
+    prov = ray_provider(client)
     prov.launch({"cpu": 2}, "l1")
     assert prov.poll_errors() == []
-    op = _op(api)
+    op = operator_of(api)
     _settle(op)
-    assert _replicas_safe(api)["cpu"] == 2 and len(_pods(api, "cpu")) == 2
+    assert _replicas_safe(api)["cpu"] == 2 and len(live_pods(api, "cpu")) == 2
     # Ray's patch said index 0 (its view); it went to index 3, guarded by the name
     assert ledger.patches[-1]["payload"][0]["path"] == "/spec/workerGroupSpecs/0/replicas"
     assert ledger.patches[-1]["sent"][-1]["path"] == "/spec/workerGroupSpecs/3/replicas"
@@ -291,7 +293,7 @@ def test_idle_suspend_merge_patch_guarded_by_the_version(api):
     """Ray's idleSuspend merge patch carries the version decided on: re-sent after an
     unrelated write, refused (and reported) if someone wrote idleSuspend meanwhile."""
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 0, 0, 3)), "kubectl")
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 0, 0, 3)), "kubectl")
     client, ledger = _client()
     client.get(f"rayclusters/{RC}")
     st.before_next_patch("rayclusters", NS, RC, _rewrite(lambda gs: [dict(gs[0], maxReplicas=4)]))
@@ -322,7 +324,7 @@ def test_ray_finalizer_patch_refused_once_not_retried_against_its_own_test(api):
     side-car does not re-send it (Ray's own test would fail again); Ray sees the 422
     it handles ("retry in the next reconcile cycle")."""
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 0, 0, 3)), "kubectl")
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 0, 0, 3)), "kubectl")
     client, ledger = _client()
     cr = client.get(f"rayclusters/{RC}")
     st.before_next_patch("rayclusters", NS, RC, _rewrite(lambda gs: [dict(gs[0], maxReplicas=4)]))
@@ -347,12 +349,12 @@ def test_malformed_group_pods_kept_other_groups_still_scale_down(api):
     from vecsched.adapters.kuberay.provider import skipping_provider
 
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 2, 0, 3),
-                                          _group("strmax", 1, 0, "3")), "kubectl")
-    op = _op(api)
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 2, 0, 3),
+                                          worker_group("strmax", 1, 0, "3")), "kubectl")
+    op = operator_of(api)
     _settle(op)
-    (odd,) = _pods(api, "strmax")
-    cpu_pod = _pods(api, "cpu")[0]
+    (odd,) = live_pods(api, "strmax")
+    cpu_pod = live_pods(api, "cpu")[0]
     results = {}
     for name, cls in (("stock", cloud_provider.KubeRayProvider), ("side-car", None)):
         client, ledger = _client()
@@ -364,9 +366,9 @@ def test_malformed_group_pods_kept_other_groups_still_scale_down(api):
         results[name] = ([type(e).__name__ for e in prov.poll_errors()], ledger)
         _settle(op)
         if name == "stock":
-            assert cpu_pod in _pods(api, "cpu")              # nothing terminated at all
+            assert cpu_pod in live_pods(api, "cpu")              # nothing terminated at all
     errs, ledger = results["side-car"]
     assert errs == ["TerminateNodeError"]                    # for the malformed group's pod
-    assert cpu_pod not in _pods(api, "cpu") and _pods(api, "strmax") == [odd]
+    assert cpu_pod not in live_pods(api, "cpu") and live_pods(api, "strmax") == [odd]
     assert [f["pod"] for f in ledger.findings if f["kind"] == "termination_skipped"] == [odd]
     assert results["stock"][0] == ["TerminateNodeError", "TerminateNodeError"]

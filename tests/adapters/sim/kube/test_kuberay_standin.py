@@ -5,9 +5,8 @@ without a Ray cluster (the end-to-end run is tests/adapters/kuberay/test_kuberay
 Ray reads the API address and the TLS files from the environment when its module is
 imported (``KUBERNETES_SERVICE_HOST``/``..._PORT_HTTPS``, ``RAY_KUBERAY_CLIENT_CERT_PATH``,
 ``..._KEY_PATH``, ``RAY_KUBERAY_CA_CERT_PATH``); the side-car process gets exactly those
-variables. Here, in a process that imported Ray already, the fixture sets the same
-module-level values Ray derived from them (and the default of ``url_from_resource``'s
-``kubernetes_host`` argument, which Python bound at import).
+variables. Here, in a process that imported Ray already, the ``api`` fixture
+(tests/kits/kube_standin.py) sets the same module-level values Ray derived from them.
 """
 from __future__ import annotations
 
@@ -19,83 +18,24 @@ import pytest
 pytest.importorskip("ray")
 import requests  # noqa: E402
 from ray.autoscaler._private.kuberay import node_provider as npv  # noqa: E402
-from ray.autoscaler.v2.instance_manager.cloud_providers.kuberay import (  # noqa: E402
-    cloud_provider as cpv)
-from ray.autoscaler.v2.instance_manager.node_provider import NodeKind  # noqa: E402
 
-from vecsched.adapters.sim.kube.apiserver import KubeApiStandIn  # noqa: E402
 from vecsched.adapters.sim.kube.operator import Operator, PodRunner, desired_replicas  # noqa: E402
 from vecsched.adapters.kuberay.sidecar import Ledger, tracking_client  # noqa: E402
-from vecsched.adapters.sim.kube.tls import Certs  # noqa: E402
 
-NS = "default"
-RC = "rc"
-
-
-def _group(name, replicas, lo, hi, hosts=1, wtd=()):
-    return {"groupName": name, "replicas": replicas, "minReplicas": lo, "maxReplicas": hi,
-            "numOfHosts": hosts, "rayStartParams": {"num-cpus": "1"},
-            "scaleStrategy": {"workersToDelete": list(wtd)},
-            "template": {"spec": {"containers": [{"name": "ray-worker"}]}}}
-
-
-def _cluster(*groups):
-    return {"metadata": {"name": RC}, "spec": {
-        "headGroupSpec": {"rayStartParams": {"num-cpus": "0"},
-                          "template": {"spec": {"containers": [{"name": "ray-head"}]}}},
-        "workerGroupSpecs": list(groups)}}
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    return Certs.make(str(tmp_path_factory.mktemp("tls")))
-
-
-@pytest.fixture
-def api(certs, monkeypatch):
-    a = KubeApiStandIn(certs).start()
-    monkeypatch.setattr(npv, "KUBERAY_CLIENT_CERT_PATH", certs.client_cert)
-    monkeypatch.setattr(npv, "KUBERAY_CLIENT_KEY_PATH", certs.client_key)
-    monkeypatch.setattr(npv, "KUBERAY_CA_CERT_PATH", certs.ca)
-    monkeypatch.setattr(npv.url_from_resource, "__defaults__", (npv.KUBERAY_CRD_VER, a.url))
-    monkeypatch.setattr(cpv, "RAY_HEAD_POD_NAME", "rc-head")
-    a.store.create("pods", NS, {"metadata": {"name": "rc-head", "labels": {
-        "ray.io/cluster": RC, "ray.io/node-type": "head", "ray.io/group": "headgroup"}},
-        "spec": {"containers": [{"name": "ray-head"}]},
-        "status": {"phase": "Running", "containerStatuses": [{"state": {"running": {}}}]}},
-        "kuberay-operator")
-    yield a
-    a.stop()
-
-
-def _put(api, cr, manager="argocd-application-controller"):
-    return requests.put(f"{api.url}/apis/ray.io/v1/namespaces/{NS}/rayclusters/{RC}",
-                        json=cr, params={"fieldManager": manager}, timeout=10,
-                        **api.certs.requests_kwargs())
-
-
-def _provider(client=None):
-    return cpv.KubeRayProvider(RC, {"namespace": NS}, gcs_client=None, k8s_api_client=client)
-
-
-def _workers(prov):
-    return sorted(k for k, v in prov.get_non_terminated().items()
-                  if v.node_kind == NodeKind.WORKER)
-
-
-def _patches(api):
-    return [e["body"] for e in api.requests("PATCH", "rayclusters") if e["status"] == 200]
+from tests.kits.kube_standin import (NS, RC, api, certs, live_pods, operator_of,  # noqa: E402,F401
+                                     patches_of, put_cluster, ray_cluster, ray_provider,
+                                     worker_group, worker_names)
 
 
 # ------------------------------------------------------------------ the API stand-in
 
 def test_ray_client_reads_lists_and_patches_over_mtls(api):
-    api.store.create("rayclusters", NS, _cluster(_group("cpu", 0, 0, 3)), "kubectl")
+    api.store.create("rayclusters", NS, ray_cluster(worker_group("cpu", 0, 0, 3)), "kubectl")
     c = npv.KubernetesHttpApiClient(NS)
     cr = c.get(f"rayclusters/{RC}")
     assert cr["spec"]["workerGroupSpecs"][0]["groupName"] == "cpu"
-    prov = _provider()
-    assert _workers(prov) == []
+    prov = ray_provider()
+    assert worker_names(prov) == []
     lists = [e for e in api.requests("GET", "pods") if e["name"] is None]
     # KubeRayProvider lists pods by label selector at the head pod's version or newer
     assert "labelSelector=ray.io/cluster%3Drc" in lists[-1]["path"]
@@ -112,7 +52,7 @@ def test_ray_client_reads_lists_and_patches_over_mtls(api):
 
 def test_resource_version_semantics(api):
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 0, 0, 3)), "kubectl")
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 0, 0, 3)), "kubectl")
     c = npv.KubernetesHttpApiClient(NS)
     rv = int(c.get(f"rayclusters/{RC}")["metadata"]["resourceVersion"])
     with pytest.raises(requests.HTTPError) as e:             # not older than the future
@@ -134,12 +74,12 @@ def test_resource_version_semantics(api):
 
 def test_conflicts_409_and_test_op_422_and_merge_patch(api):
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 0, 0, 3)), "kubectl")
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 0, 0, 3)), "kubectl")
     c = npv.KubernetesHttpApiClient(NS)
     cr = c.get(f"rayclusters/{RC}")
     c.patch(f"rayclusters/{RC}", [npv.worker_replica_patch(0, 2)])
     cr["spec"]["workerGroupSpecs"][0]["replicas"] = 0
-    r = _put(api, cr)                                          # read-modify-write, stale
+    r = put_cluster(api, cr)                                          # read-modify-write, stale
     assert r.status_code == 409 and r.json()["reason"] == "Conflict"
     # Ray's finalizer patch guards itself with a resourceVersion `test` op
     stale = npv.finalizer_patch("f/x", [], cr["metadata"]["resourceVersion"])
@@ -162,11 +102,11 @@ def test_conflicts_409_and_test_op_422_and_merge_patch(api):
               subresource="status")
     cur = c.get(f"rayclusters/{RC}")
     cur["status"] = {}
-    assert _put(api, cur).json()["status"] == {"readyWorkerReplicas": 7}
+    assert put_cluster(api, cur).json()["status"] == {"readyWorkerReplicas": 7}
 
 
 def test_managed_fields_name_the_last_writer(api):
-    api.store.create("rayclusters", NS, _cluster(_group("cpu", 0, 0, 3)), "kubectl")
+    api.store.create("rayclusters", NS, ray_cluster(worker_group("cpu", 0, 0, 3)), "kubectl")
     c = npv.KubernetesHttpApiClient(NS)
     c.patch(f"rayclusters/{RC}", [npv.worker_replica_patch(0, 2)])
     cr = c.get(f"rayclusters/{RC}")
@@ -174,7 +114,7 @@ def test_managed_fields_name_the_last_writer(api):
               if "f:workerGroupSpecs" in e["fieldsV1"].get("f:spec", {})}
     assert owners == {"python-requests"}
     cr["spec"]["workerGroupSpecs"][0]["replicas"] = 0
-    assert _put(api, cr).status_code == 200
+    assert put_cluster(api, cr).status_code == 200
     cr = c.get(f"rayclusters/{RC}")
     owners = {e["manager"] for e in cr["metadata"]["managedFields"]
               if "f:workerGroupSpecs" in e["fieldsV1"].get("f:spec", {})}
@@ -192,26 +132,16 @@ def test_replicas_clamped_to_min_max(rep, lo, hi, want):
     assert desired_replicas(g) == want
 
 
-def _op(api):
-    return Operator(api.store, NS, PodRunner())
-
-
-def _pods(api, group=None):
-    sel = "ray.io/node-type=worker" + (f",ray.io/group={group}" if group else "")
-    return sorted(p["metadata"]["name"] for p in api.store.list("pods", NS, sel)["items"]
-                  if "deletionTimestamp" not in p["metadata"])
-
-
 def test_operator_reconciles_pods(api):
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 9, 0, 3), _group("pair", 1, 0, 2, 2),
-                                          _group("low", 0, 1, 4)), "kubectl")
-    op = _op(api)
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 9, 0, 3), worker_group("pair", 1, 0, 2, 2),
+                                          worker_group("low", 0, 1, 4)), "kubectl")
+    op = operator_of(api)
     op.reconcile_once()
     op.reconcile_once()
-    assert len(_pods(api, "cpu")) == 3           # above max: clamped
-    assert len(_pods(api, "pair")) == 2          # one replica of two hosts
-    assert len(_pods(api, "low")) == 1           # below min: clamped
+    assert len(live_pods(api, "cpu")) == 3           # above max: clamped
+    assert len(live_pods(api, "pair")) == 2          # one replica of two hosts
+    assert len(live_pods(api, "low")) == 1           # below min: clamped
     running = st.list("pods", NS, "ray.io/group=cpu")["items"]
     assert all("running" in p["status"]["containerStatuses"][0]["state"] for p in running)
     assert st.get("rayclusters", NS, RC)["status"]["desiredWorkerReplicas"] == 6
@@ -219,17 +149,17 @@ def test_operator_reconciles_pods(api):
 
 def test_workers_to_delete_first_never_cleared_no_random_delete(api):
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 3, 0, 3)), "kubectl")
-    op = _op(api)
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 3, 0, 3)), "kubectl")
+    op = operator_of(api)
     op.reconcile_once()
-    a, b, c = _pods(api, "cpu")
+    a, b, c = live_pods(api, "cpu")
     cr = st.get("rayclusters", NS, RC)
     g = cr["spec"]["workerGroupSpecs"][0]
     g.update(replicas=1, scaleStrategy={"workersToDelete": [b, "rc-cpu-worker-never"]})
     st.update("rayclusters", NS, RC, cr, "python-requests")
     op.reconcile_once()
     op.reconcile_once()
-    assert _pods(api, "cpu") == [a, c]           # b deleted; surplus c NOT deleted at random
+    assert live_pods(api, "cpu") == [a, c]           # b deleted; surplus c NOT deleted at random
     wtd = st.get("rayclusters", NS, RC)["spec"]["workerGroupSpecs"][0]["scaleStrategy"]
     assert wtd == {"workersToDelete": [b, "rc-cpu-worker-never"]}    # never cleared
     # the list deleted first, whatever replicas says: replicas 3 recreates after it
@@ -238,33 +168,33 @@ def test_workers_to_delete_first_never_cleared_no_random_delete(api):
     st.update("rayclusters", NS, RC, cr, "python-requests")
     op.reconcile_once()
     op.reconcile_once()
-    left = _pods(api, "cpu")
+    left = live_pods(api, "cpu")
     assert a not in left and c in left and len(left) == 3
 
 
 def test_slow_operator_and_unhealthy_pods(api):
     st = api.store
     clock = [1000.0]
-    st.create("rayclusters", NS, _cluster(_group("cpu", 2, 0, 3)), "kubectl")
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 2, 0, 3)), "kubectl")
     op = Operator(st, NS, PodRunner(), clock=lambda: clock[0])
     op.delete_delay_s = 5.0
     op.reconcile_once()
-    a, b = _pods(api, "cpu")
+    a, b = live_pods(api, "cpu")
     cr = st.get("rayclusters", NS, RC)
     cr["spec"]["workerGroupSpecs"][0].update(replicas=1, scaleStrategy={"workersToDelete": [a]})
     st.update("rayclusters", NS, RC, cr, "python-requests")
     op.reconcile_once()
-    assert _pods(api, "cpu") == [a, b]           # not yet
+    assert live_pods(api, "cpu") == [a, b]           # not yet
     clock[0] += 6
     op.reconcile_once()
     op.reconcile_once()
-    assert _pods(api, "cpu") == [b]
+    assert live_pods(api, "cpu") == [b]
     # a Ray container that exits (restartPolicy Never): deleted, then recreated
     op.runner._state[b] = ("terminated", 1)
     op.reconcile_once()
     op.reconcile_once()
     op.reconcile_once()
-    left = _pods(api, "cpu")
+    left = live_pods(api, "cpu")
     assert b not in left and len(left) == 1
 
 
@@ -272,17 +202,17 @@ def test_slow_operator_and_unhealthy_pods(api):
 
 def test_ray_provider_patches(api):
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 0, 0, 3, wtd=["gone"]),
-                                          _group("pair", 0, 0, 1, hosts=2)), "kubectl")
-    op = _op(api)
-    prov = _provider()
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 0, 0, 3, wtd=["gone"]),
+                                          worker_group("pair", 0, 0, 1, hosts=2)), "kubectl")
+    op = operator_of(api)
+    prov = ray_provider()
     prov.launch({"cpu": 2}, "l1")
     prov.launch({"pair": 2}, "l2")
     assert prov.poll_errors() == []
     op.reconcile_once()
     op.reconcile_once()
-    assert len(_pods(api, "cpu")) == 2 and len(_pods(api, "pair")) == 2
-    victim = _pods(api, "cpu")[0]
+    assert len(live_pods(api, "cpu")) == 2 and len(live_pods(api, "pair")) == 2
+    victim = live_pods(api, "cpu")[0]
     prov.terminate([victim], "t1")
     prov.launch({"cpu": 1}, "l3")              # a delete is pending: refused this time
     errs = prov.poll_errors()
@@ -293,7 +223,7 @@ def test_ray_provider_patches(api):
     prov.launch({"cpu": 5}, "l5")
     errs = prov.poll_errors()
     assert errs and "capped by maxReplicas" in str(errs[-1])
-    assert _patches(api) == [
+    assert patches_of(api) == [
         [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 2},
          {"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy",
           "value": {"workersToDelete": []}}],
@@ -310,11 +240,11 @@ def test_ray_provider_patches(api):
 def _stale_scenario(api, client):
     """Two idle-terminations in a row, the second built on a stale RayCluster read."""
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 3, 0, 3)), "kubectl")
-    op = _op(api)
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 3, 0, 3)), "kubectl")
+    op = operator_of(api)
     op.reconcile_once()
-    prov = _provider(client)
-    a, b, c = _workers(prov)
+    prov = ray_provider(client)
+    a, b, c = worker_names(prov)
     prov.terminate([a], "t1")                  # replicas 2, workersToDelete [a]
     st.serve_stale("rayclusters", NS, RC, 1)   # the next read is the version before it
     prov.terminate([b], "t2")
@@ -330,8 +260,8 @@ def test_stale_read_stock_ray_client_leaks_a_pod(api):
     replicas from the old value, so ``a`` is never deleted."""
     a, b, c, errs = _stale_scenario(api, None)
     assert errs == []
-    assert _patches(api)[-1][-1]["value"] == {"workersToDelete": [b]}
-    assert a in _pods(api, "cpu")                       # leaked: Ray asked for its deletion
+    assert patches_of(api)[-1][-1]["value"] == {"workersToDelete": [b]}
+    assert a in live_pods(api, "cpu")                       # leaked: Ray asked for its deletion
 
 
 def test_stale_read_caught_by_the_sidecar_client(api):
@@ -342,17 +272,17 @@ def test_stale_read_caught_by_the_sidecar_client(api):
     assert ledger.stale_reads[0]["reread"] > ledger.stale_reads[0]["got"]
     # with a fresh read Ray sees `a` still pending and waits instead of overwriting it
     assert [type(e).__name__ for e in errs] == ["TerminateNodeError"]
-    assert _pods(api, "cpu") == sorted([b, c])
-    assert [p for p in _patches(api) if p[-1].get("value") == {"workersToDelete": [b]}] == []
+    assert live_pods(api, "cpu") == sorted([b, c])
+    assert [p for p in patches_of(api) if p[-1].get("value") == {"workersToDelete": [b]}] == []
 
 
 def test_ownership_conflict_reported_with_the_field(api):
     st = api.store
-    st.create("rayclusters", NS, _cluster(_group("cpu", 0, 0, 3), _group("gpu", 0, 0, 2)),
+    st.create("rayclusters", NS, ray_cluster(worker_group("cpu", 0, 0, 3), worker_group("gpu", 0, 0, 2)),
               "kubectl")
     ledger = Ledger(None)
     client = tracking_client(npv.KubernetesHttpApiClient, ledger)(NS)
-    prov = _provider(client)
+    prov = ray_provider(client)
     prov.launch({"gpu": 2}, "l1")
     prov.get_non_terminated()
     st.update("rayclusters", NS, RC, {"status": {"readyWorkerReplicas": 2}}, "kuberay-operator",
@@ -361,21 +291,21 @@ def test_ownership_conflict_reported_with_the_field(api):
     assert ledger.conflicts == []                        # the operator's status is not one
     cr = st.get("rayclusters", NS, RC)
     cr["spec"]["workerGroupSpecs"][1]["replicas"] = 0
-    assert _put(api, cr).status_code == 200
+    assert put_cluster(api, cr).status_code == 200
     prov.get_non_terminated()
     prov.get_non_terminated()                            # reported once, not every tick
     (c,) = ledger.conflicts
     assert c["field"] == "spec.workerGroupSpecs[1].replicas" and c["group"] == "gpu"
     assert (c["autoscaler_wrote"], c["found"]) == (2, 0)
     assert c["writer"] == "argocd-application-controller"
-    assert [p["sent"] for p in ledger.patches] == _patches(api)
+    assert [p["sent"] for p in ledger.patches] == patches_of(api)
 
 
 def test_replicas_outside_min_max_reported(api):
-    api.store.create("rayclusters", NS, _cluster(_group("cpu", 7, 1, 3)), "kubectl")
+    api.store.create("rayclusters", NS, ray_cluster(worker_group("cpu", 7, 1, 3)), "kubectl")
     ledger = Ledger(None)
     client = tracking_client(npv.KubernetesHttpApiClient, ledger)(NS)
-    _provider(client).get_non_terminated()
+    ray_provider(client).get_non_terminated()
     (f,) = ledger.findings
     assert f["kind"] == "replicas_out_of_range" and f["field"] == "spec.workerGroupSpecs[0].replicas"
     assert (f["replicas"], f["minReplicas"], f["maxReplicas"]) == (7, 1, 3)

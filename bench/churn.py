@@ -1,6 +1,6 @@
 """Placement-group churn: a cluster whose placement groups come and go, tick by
 tick, reported as a real Ray 2.60 GCS reports them (seeded; append-only like
-common.py: change nothing ``PgChurn`` returns for given arguments, add a new
+benchmarks/common.py: change nothing ``PgChurn`` returns for given arguments, add a new
 version instead).
 
 A placed bundle ``i`` of group ``<pg>`` adds to its node's total and available
