@@ -1,9 +1,9 @@
 """Every tick's decision of short replays, digested: proof that a change to the replay
 keeps decisions and figures identical (not "close").
 
-    .venv/bin/python bench/replay_digest.py --out before.json     # before the change
-    .venv/bin/python bench/replay_digest.py --out after.json      # after it
-    .venv/bin/python bench/replay_digest.py --compare before.json after.json
+    .venv/bin/python -m bench.replay_digest --out before.json     # before the change
+    .venv/bin/python -m bench.replay_digest --out after.json      # after it
+    .venv/bin/python -m bench.replay_digest --compare before.json after.json
 
 Each case (``CASES``: short windows of every suite workload, the gang overlay, a time
 window with a warm start, a cloud that fails launches and preempts nodes) is replayed
@@ -17,12 +17,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from vecsched.adapters.replay import (GangOverlay, Replay, ReplayConfig,  # noqa: E402
+from vecsched.adapters.replay import (GangOverlay, Replay, ReplayConfig,
                                       Window, load, make)
 
 SCHEDULERS = ("engine", "baseline", "ray", "efficient", "efficient-proxy",

@@ -1,7 +1,7 @@
-"""Two runs of ``bench/suite.py`` cell by cell: every figure must be identical (not close),
+"""Two runs of ``python -m bench.suite`` cell by cell: every figure must be identical (not close),
 wall-time figures aside.
 
-    .venv/bin/python bench/suite_compare.py BEFORE/suite.json AFTER/suite.json
+    .venv/bin/python -m bench.suite_compare BEFORE/suite.json AFTER/suite.json
 
 Cells are matched by (workload, gangs, seed, scheduler); every key of ``CELL_KEYS`` but
 the tick times (``TIMING``: wall time, different run to run) is compared with ``==``.

@@ -15,6 +15,7 @@ from ray.autoscaler._private.kuberay import node_provider as npv
 from ray.autoscaler.v2.instance_manager.cloud_providers.kuberay import cloud_provider as cpv
 from ray.autoscaler.v2.instance_manager.node_provider import NodeKind
 
+from vecsched.adapters.kuberay.sidecar import Ledger, tracking_client
 from vecsched.adapters.sim.kube.apiserver import KubeApiStandIn
 from vecsched.adapters.sim.kube.operator import Operator, PodRunner
 from vecsched.adapters.sim.kube.tls import Certs
@@ -86,3 +87,35 @@ def live_pods(api, group=None):
     sel = "ray.io/node-type=worker" + (f",ray.io/group={group}" if group else "")
     return sorted(p["metadata"]["name"] for p in api.store.list("pods", NS, sel)["items"]
                   if "deletionTimestamp" not in p["metadata"])
+
+
+# ---- writes of other clients and the side-car's client (the guard and identity tests)
+
+GITOPS = "argocd-application-controller"
+
+
+def tracked_client(guard=True, ledger=None):
+    """Ray's KubeRay client wrapped by the side-car's (guarded or not) and its ledger."""
+    ledger = ledger or Ledger(None)
+    return tracking_client(npv.KubernetesHttpApiClient, ledger, guard=guard)(NS), ledger
+
+
+def rewrite(edit, manager=GITOPS):
+    """A write of another client: read the RayCluster, edit its groups, PUT it."""
+    def write(store):
+        cr = store.get("rayclusters", NS, RC)
+        cr["spec"]["workerGroupSpecs"] = edit(cr["spec"]["workerGroupSpecs"])
+        store.update("rayclusters", NS, RC, cr, manager)
+    return write
+
+
+def replicas_of(api):
+    """groupName -> replicas as stored."""
+    return {g["groupName"]: g["replicas"] for g in
+            api.store.get("rayclusters", NS, RC)["spec"]["workerGroupSpecs"]}
+
+
+def settle(op, n=3):
+    """A few operator reconcile rounds."""
+    for _ in range(n):
+        op.reconcile_once()

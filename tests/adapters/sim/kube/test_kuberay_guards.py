@@ -18,37 +18,10 @@ from ray.autoscaler._private.kuberay import node_provider as npv  # noqa: E402
 from ray.autoscaler._private.kuberay.autoscaling_config import (  # noqa: E402
     _derive_autoscaling_config_from_ray_cr)
 
-from vecsched.adapters.kuberay.sidecar import Ledger, tracking_client  # noqa: E402
 from tests.kits.kube_standin import (  # noqa: E402,F401  (fixtures)
-    NS, RC, api, certs, live_pods, operator_of, patches_of, ray_cluster, ray_provider,
-    worker_group, worker_names)
-
-GITOPS = "argocd-application-controller"
-
-
-def _client(guard=True, ledger=None):
-    ledger = ledger or Ledger(None)
-    return tracking_client(npv.KubernetesHttpApiClient, ledger, guard=guard)(NS), ledger
-
-
-def _rewrite(edit, manager=GITOPS):
-    """A write of another client: read the RayCluster, edit its groups, PUT it."""
-    def write(store):
-        cr = store.get("rayclusters", NS, RC)
-        cr["spec"]["workerGroupSpecs"] = edit(cr["spec"]["workerGroupSpecs"])
-        store.update("rayclusters", NS, RC, cr, manager)
-    return write
-
-
-def _replicas(api):
-    return {g["groupName"]: g["replicas"] for g in
-            api.store.get("rayclusters", NS, RC)["spec"]["workerGroupSpecs"]}
-
-
-def _settle(op, n=3):
-    for _ in range(n):
-        op.reconcile_once()
-
+    GITOPS, NS, RC, api, certs, live_pods, operator_of, patches_of, ray_cluster, ray_provider,
+    tracked_client as _client, rewrite as _rewrite, replicas_of as _replicas,
+    settle as _settle, worker_group, worker_names)
 
 # ------------------------------------------------------------------ the API stand-in
 

@@ -21,10 +21,10 @@ from ray.autoscaler.v2.instance_manager.config import KubeRayConfigReader  # noq
 
 from vecsched.adapters.kuberay.sidecar import Ledger, tracking_client  # noqa: E402
 from vecsched.adapters.sim.kube import wire_audit  # noqa: E402
-from tests.adapters.sim.kube.test_kuberay_standin import (  # noqa: E402,F401  (fixtures)
-    NS, RC, _cluster, _group, _op, _pods, _provider, api, certs)
-from tests.adapters.sim.kube.test_kuberay_guards import (  # noqa: E402
-    _client, _replicas, _rewrite, _settle)
+from tests.kits.kube_standin import (  # noqa: E402,F401  (fixtures)
+    NS, RC, api, certs, live_pods as _pods, operator_of as _op, ray_cluster as _cluster,
+    ray_provider as _provider, replicas_of as _replicas, rewrite as _rewrite, settle as _settle,
+    tracked_client as _client, worker_group as _group)
 
 
 def _audit(api, ledger=None):
