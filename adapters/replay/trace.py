@@ -31,6 +31,7 @@ from vecsched.adapters.traces import (ACCELERATOR_PREFIX, BUNDLED, DEFAULT_TRACE
                       bundled, bundled_trace, demand_shape, gpu_spec_options, or_list_count,
                       read_demand, read_worker_groups, validate_demand,
                       validate_worker_groups, worker_group_specs)
+from vecsched.adapters.traces.fit import gaps
 from .placement_groups import GangOverlay, Gangs, build as build_gangs, permute, together
 from .window import Window, describe, select
 
@@ -233,8 +234,10 @@ def _oversize_warnings(table: pa.Table, types: list, shapes: list, unit_shape: n
                         if not any(_fits(sh, dict(t.resources)) for t in [HEAD] + types)]
     oversized = int(np.isin(unit_shape, oversized_shapes).sum())
     if oversized:
-        warnings.append(f"{oversized} units ({len(oversized_shapes)} shapes) are larger than "
-                        f"every node type; they stay pending and are reported infeasible")
+        why = gaps(shapes, np.bincount(unit_shape, minlength=len(shapes)),
+                   [dict(t.resources) for t in [HEAD] + types]).describe()
+        warnings.append(f"{oversized} units ({len(oversized_shapes)} shapes) fit no node type "
+                        f"({why}); they stay pending and are reported infeasible")
     n_or = or_list_count(table)
     if n_or:
         warnings.append(f"{n_or} GPU OR-list constraints (A|B) are replayed unconstrained")

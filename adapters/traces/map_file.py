@@ -40,6 +40,7 @@ Every key is checked: an unknown key, a wrong type or an unknown unit is a
 """
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,6 +144,8 @@ def parse(doc: dict, kind: str, source: str = "mapping") -> Mapping:
         if k in ("resources", "labels", "min_duration_s", "aggregate"):
             continue
         if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if not math.isfinite(v):
+                raise MappingError(where, f"must be a finite number, got {v!r}")
             v = repr(v)                       # a constant, e.g. min_workers = 0
         if not isinstance(v, str) or not v.strip():
             raise MappingError(where, f"must be a column name or an expression, got {v!r}")
@@ -150,9 +153,9 @@ def parse(doc: dict, kind: str, source: str = "mapping") -> Mapping:
     units = _units(source, doc.get("units"))
     min_dur = sec.get("min_duration_s")
     if min_dur is not None and (isinstance(min_dur, bool) or not isinstance(min_dur, (int, float))
-                                or not min_dur > 0):
-        raise MappingError(f"{source} {kind}.min_duration_s", f"must be a number > 0, "
-                           f"got {min_dur!r}")
+                                or not 0 < min_dur < math.inf):
+        raise MappingError(f"{source} {kind}.min_duration_s", f"must be a finite number > 0 "
+                           f"(seconds), got {min_dur!r}")
     aggregate = sec.get("aggregate", False)
     if not isinstance(aggregate, bool):
         raise MappingError(f"{source} {kind}.aggregate", f"must be true or false, got {aggregate!r}")
@@ -197,7 +200,7 @@ def read(path, kind: str) -> Mapping:
     if not p.is_file():
         raise MappingError(str(path), "no such file")
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        doc = tomllib.loads(p.read_text(encoding="utf-8-sig"))   # a BOM is dropped
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise MappingError(str(path), f"is not valid TOML: {e}") from None
     return parse(doc, kind, p.name)

@@ -30,6 +30,13 @@ WHERE = {
     "wrong type: upscaling speed": "context.upscaling_speed: expected a number",
     "class outside ray": "only classes from ray.* modules are loaded",
     "deeply nested JSON": "nested too deeply",
+    "wrong type: resource name a number": "request.node_type_configs['cpu-large'].resources: "
+                                          "resource name 7 is a int, expected a non-empty "
+                                          "string",
+    "wrong type: resource quantity a string": "node_type_configs['cpu-large'].resources['CPU']"
+                                              ": expected a number, got str",
+    "wrong type: label name a number": "request.node_type_configs['cpu-large'].labels: label "
+                                       "name 3 is a int",
     "empty file": "not JSON",
     "random bytes": "not JSON",
 }
