@@ -91,6 +91,15 @@ def test_large_dump_report_is_limited_and_counts_by_reason(tmp_path, capsys):
                for line in out.splitlines()), out
 
 
+def test_write_sample_needs_no_path(tmp_path, capsys, monkeypatch):
+    """The README's `explain --write-sample`, as typed: a sample in the current folder."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["explain", "--write-sample"]) == 0
+    assert capsys.readouterr().out.strip() == ("wrote explain-sample.json; explain it with: "
+                                               "vecsched explain explain-sample.json")
+    assert main(["explain", "explain-sample.json"]) == 0
+
+
 def test_write_sample_refuses_a_directory(tmp_path, capsys):
     assert main(["explain", "--write-sample", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip() == f"error: --write-sample {tmp_path}: is a directory"
