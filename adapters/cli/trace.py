@@ -72,9 +72,10 @@ def _describe(result) -> list[str]:
         arr = t.column("arrival_s").to_numpy().astype(float)
         dur = t.column("duration_s").to_numpy()
         gpu = t.column("gpu").to_numpy()
-        lines.append(f"arrivals {arr.min():g} .. {arr.max():g} s (span {(arr.max() - arr.min()) / 86400:.1f} "
-                     f"days); run median {float(np.median(dur)):g} s; {int((gpu > 0).sum())} rows "
-                     f"ask for GPUs")
+        span = arr.max() - arr.min()
+        span = f"{span / 86400:.1f} days" if span >= 2 * 86400 else f"{span / 3600:.1f} h"
+        lines.append(f"arrivals {arr.min():g} .. {arr.max():g} s (span {span}); run median "
+                     f"{float(np.median(dur)):g} s; {int((gpu > 0).sum())} rows ask for GPUs")
         lines += _hint(result)
     else:
         lines.append("groups: " + ", ".join(

@@ -290,11 +290,18 @@ def _caps_note(table: pa.Table, capped: np.ndarray, n_spread: int) -> str:
         return ""
     apps = table.column("app").to_pylist()
     caps = table.column("max_per_node").to_pylist()
-    by_app = {a: c for a, c, k in zip(apps, caps, capped) if k}
+    by_app: dict = {}
+    for a, c, k in zip(apps, caps, capped):
+        if k:
+            by_app.setdefault(a, set()).add(c)
     hist: dict[int, int] = {}
-    for c in by_app.values():
-        hist[c] = hist.get(c, 0) + 1
+    for cs in by_app.values():
+        for c in cs:
+            hist[c] = hist.get(c, 0) + 1
     where = ", ".join(f"{n} at {c}" for c, n in sorted(hist.items()))
+    changing = sum(len(cs) > 1 for cs in by_app.values())
+    if changing:
+        where += f"; {changing} whose cap changes over time"
     return (f"per-node caps: {len(by_app)} apps ({where}), {int(capped.sum())} units; "
             f"independent requests ask 1/cap of the app's implicit per-node slot, "
             f"{n_spread} capped placement groups are STRICT_SPREAD")

@@ -264,7 +264,7 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _by_arrival(data: dict, notes: list) -> np.ndarray:
+def _by_arrival(data: dict, notes: list, unnamed: bool) -> np.ndarray:
     """Sort the demand columns by arrival (stable: ties keep the CSV's order), so that
     the table's row numbers are arrival order, the order a replay's row window
     (``--start`` / ``--pods``) and its header count in. Returns the permutation
@@ -283,7 +283,8 @@ def _by_arrival(data: dict, notes: list) -> np.ndarray:
             data[k] = [v[i] for i in order]
     notes.append(f"rows sorted by arrival ({moved} of {order.size} moved; the CSV was not in "
                  f"arrival order): row numbers in the table and in a replay's --start / --pods "
-                 f"are arrival order; unnamed rows keep their CSV row in row-<n>")
+                 f"are arrival order" + ("; unnamed rows keep their CSV row in row-<n>"
+                                         if unnamed else ""))
     return order
 
 
@@ -324,7 +325,7 @@ def import_csv(csv_path, map_path, out_dir, kind: str = "demand") -> ImportResul
     rows = _Rows(path.name, cols, n, mapping)
     build = demand_columns if kind == "demand" else group_columns
     data, notes = build(rows)
-    order = _by_arrival(data, notes) if kind == "demand" else None
+    order = _by_arrival(data, notes, "name" not in mapping.fields) if kind == "demand" else None
     meta = {"vecsched.source": path.name, "vecsched.source_sha256": _digest(path),
             "vecsched.mapping": Path(map_path).name,
             "vecsched.mapping_sha256": _digest(Path(map_path))}
