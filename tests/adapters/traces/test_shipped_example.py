@@ -44,12 +44,12 @@ def test_the_walkthrough_imports_and_replays(tmp_path, capsys):
     assert hint in said, said
     demand = T.read_demand(out / "demand.parquet")
     rows = demand.to_pylist()
-    assert len(rows) == 38 and [r["arrival_s"] for r in rows] == sorted(
+    assert len(rows) == 68 and [r["arrival_s"] for r in rows] == sorted(
         r["arrival_s"] for r in rows)
     caps = {r["max_per_node"] for r in rows if r["app"] == "web.front"}
     assert caps == {2, 4}                                  # redeployed with a new cap
     assert {r["max_per_node"] for r in rows if r["app"] == "web.worker"} == {None}
-    assert sum(r["resources"] is not None for r in rows) == 8          # local_ssd
+    assert sum(r["resources"] is not None for r in rows) == 10         # local_ssd
     groups = T.read_worker_groups(out / "groups.parquet")
     assert groups.column("type").to_pylist() == ["cpu-16c", "ssd-32c", "a10-32c"]
     code = main(["replay", str(out / "demand.parquet"), "--groups", str(out / "groups.parquet"),
