@@ -17,12 +17,12 @@ A TOML file (read with the standard library's ``tomllib``) with up to three tabl
     cpu = "cpu_milli"             # expressions (``expressions.py``); unmapped: 0
     memory = "mem_mib"
     gpu = "gpu_milli / 1000 if num_gpu == 1 else num_gpu"
-    gpu_spec = "gpu_type"         # text fields: a column name
+    gpu_spec = "gpu_type"         # text fields: a column or a text expression
     qos = "qos"
     name = "pod"                  # unmapped: row-<n>
     group_id = "job"              # gang id (placement group); app / max_per_node: caps
-    app = "service"
-    max_per_node = "max_inst"
+    app = 'service + "." + role'  # text expressions join with +
+    max_per_node = "null if max_inst < 0 else max_inst"   # null: no cap
     [demand.resources]            # custom resources: name = expression
     rdma = "rdma_share"
 
@@ -34,8 +34,10 @@ A TOML file (read with the standard library's ``tomllib``) with up to three tabl
     [groups.resources]
     [groups.labels]               # label name = column
 
-Every key is checked: an unknown key, a wrong type or an unknown unit is a
-``MappingError`` naming the key. Expressions are parsed when the CSV's header is known
+``[units]`` convert cpu, memory, gpu and the times (of both tables); custom resources
+are taken as their expressions give them. Every key is checked: an unknown key, a
+wrong type, an unknown unit or a constant that is not finite is a ``MappingError``
+naming the key. Expressions are parsed when the CSV's header is known
 (``csv_import``), so a column the CSV lacks is named there.
 """
 from __future__ import annotations
