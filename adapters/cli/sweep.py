@@ -22,7 +22,9 @@ def register(sub) -> None:
                                    "catalogues x seeds x knobs) as a Ray task; cells already "
                                    "in DIR/results.parquet are skipped (docs/sweep.md).")
     s.add_argument("grid", help="the grid file (TOML), e.g. data/examples/sweep-small.toml")
-    s.add_argument("--out", required=True, help="output directory (results.parquet, pareto.png)")
+    s.add_argument("--out", required=True,
+                   help="output directory (results.parquet, pareto.png); one sweep at a time "
+                        "(a second one on the same --out refuses)")
     s.add_argument("--address", default=None,
                    help="a running Ray cluster's address (default: start Ray locally)")
     s.add_argument("--num-cpus", type=int, default=None,
