@@ -81,7 +81,9 @@ class Column:
 def short(text: str, limit: int = 80) -> str:
     """``text`` quoted, cut to about ``limit`` characters (for messages)."""
     text = str(text)
-    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text):,} characters)"
+    if len(text) <= limit:
+        return repr(text)
+    return repr(text[:limit]) + f"... ({len(text):,} characters)"
 
 
 def _depth(tree: ast.AST) -> int:
