@@ -51,7 +51,11 @@ def _hint(result) -> list[str]:
         groups, option, name = beside, f" --groups {beside}", str(beside)
     else:
         groups, option, name = bundled("openb_nodes"), "", "the bundled openb worker groups"
-    g = demand_gaps(result.table, read_worker_groups(groups))
+    try:
+        g = demand_gaps(result.table, read_worker_groups(groups))
+    except (ValueError, OSError) as e:         # an unreadable groups.parquet: say so
+        return [f"replay it: vecsched replay {result.path} --groups FILE {window} ({groups} "
+                f"could not be read to check it: {e})"]
     if not g.unplaceable:
         return [f"replay it: vecsched replay {result.path}{option} {window} (worker groups: "
                 f"{name}; --groups FILE for others)"]
