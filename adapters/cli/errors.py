@@ -85,7 +85,8 @@ def check_output_dir(path: str, option: str) -> Path:
     everything for root.)"""
     p = Path(path)
     if p.exists() and not p.is_dir():
-        raise UsageError(f"{option} {path}: exists and is not a directory")
+        raise UsageError(f"{option} {path}: exists and is not a directory (give a directory; "
+                         f"it is made if it does not exist)")
     try:
         p.mkdir(parents=True, exist_ok=True)
         _probe(p)

@@ -13,6 +13,7 @@ import json
 from collections import Counter
 
 DEFAULT_LIMIT = 30
+SAMPLE = "explain-sample.json"         # --write-sample without a path
 
 
 def register(sub) -> None:
@@ -33,9 +34,9 @@ def register(sub) -> None:
     p.add_argument("--limit", type=_count, default=DEFAULT_LIMIT, metavar="N",
                    help=f"unplaced rows shown in the table (default {DEFAULT_LIMIT}; "
                         "0 shows all)")
-    p.add_argument("--write-sample", metavar="PATH",
-                   help="write a sample dump to PATH (a tick showing every kind of answer) "
-                        "and stop")
+    p.add_argument("--write-sample", metavar="PATH", nargs="?", const=SAMPLE,
+                   help="write a sample dump to PATH (default: ./" + SAMPLE + "; a tick "
+                        "showing every kind of answer) and stop")
     p.add_argument("--rows", type=_count, default=4, metavar="N",
                    help="with --write-sample: grow the sample to N request rows (default 4)")
     p.set_defaults(fn=main, needs=("cli", "ray"))

@@ -342,6 +342,7 @@ def run_replay(args) -> int:
                       "engine runs through Ray's protobuf interface; pip install "
                       "'vecsched[ray]')[/yellow]")
     config, trace = _load_replay(args)
+    _refuse_unplaceable(trace, args)
     _print_trace(console, args, trace)
     compile_s = warm_with_spinner(console)["seconds"]
     from vecsched.adapters.replay.cross_check import for_command
@@ -386,6 +387,25 @@ def _load_replay(args):
     except (ValueError, KeyError) as e:      # a window or config value the replay refuses
         raise UsageError(str(e.args[0]) if e.args else type(e).__name__) from None
     return config, trace
+
+
+def _refuse_unplaceable(trace, args) -> None:
+    """A window of which no worker group can hold a single unit is an error saying why
+    (a resource no group has, or too large), not a replay that places nothing."""
+    import numpy as np
+
+    from vecsched.adapters.traces.fit import gaps
+    counts = np.bincount(trace.unit_shape, minlength=len(trace.shapes))
+    g = gaps(trace.shapes, counts, [dict(t.resources) for t in trace.types])
+    if g.all_unplaceable:
+        from vecsched.adapters.traces import BUNDLED
+        groups = (f"--groups {args.groups}" if args.groups else "the trace's worker groups"
+                  if args.trace is None or args.trace in BUNDLED else
+                  "the bundled openb worker groups (a trace file's default)")
+        raise UsageError(f"{groups} cannot hold any of the {g.units} units to replay: "
+                         f"{g.describe()}. Give worker groups that can (--groups FILE; "
+                         f"vecsched trace import NODES.csv --map MAP.toml --kind groups "
+                         f"--out DIR makes DIR/groups.parquet)")
 
 
 def _print_trace(console, args, trace) -> None:

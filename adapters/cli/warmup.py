@@ -33,6 +33,13 @@ def _parts(codec: bool) -> tuple[Callable[[], object], tuple]:
     return functools.partial(warmup, efficient=True), entry_kernels()
 
 
+def warm_parts(codec: bool = True) -> tuple[Callable[[], object], tuple]:
+    """(a function that warms every kernel a tick runs, those kernels): the engine's,
+    and the Ray codec's when ``codec`` and Ray is installed (the test session's
+    warm-up, ``tests/conftest.py``, uses it as ``warm_with_spinner`` does)."""
+    return _parts(codec)
+
+
 def kernels_cached(kernels) -> Optional[bool]:
     """Whether numba's disk cache holds every one of ``kernels`` for this machine
     and these sources (a warm-up would only load them); None when it cannot

@@ -37,6 +37,19 @@ def _optional_number(value, where: str, *, whole: bool = False) -> None:
         raise DumpError(f"{where}: must be a finite number >= 0, got {value!r}")
 
 
+def _names(entries: Mapping, where: str, what: str) -> None:
+    """A resource map's names are non-empty strings and its quantities numbers; a label
+    map's names and values are strings."""
+    for k, v in entries.items():
+        if not isinstance(k, str) or not k:
+            raise DumpError(f"{where}: {what} name {k!r} is a {type(k).__name__}, expected a "
+                            f"non-empty string")
+        if what == "label" and not isinstance(v, str):
+            raise DumpError(f"{where}[{k!r}]: expected a string value, got {type(v).__name__}")
+        if what == "resource" and (isinstance(v, bool) or not isinstance(v, _NUMBER)):
+            raise DumpError(f"{where}[{k!r}]: expected a number, got {type(v).__name__}")
+
+
 def check_request(req) -> None:
     """Raise ``DumpError`` unless ``req`` is a ``SchedulingRequest`` whose fields have
     the types Ray's autoscaler gives them."""
@@ -58,6 +71,11 @@ def check_request(req) -> None:
                             f"got {type(cfg).__name__}")
         if not isinstance(cfg.resources, Mapping):
             raise DumpError(f"request.node_type_configs[{name!r}].resources: expected a map")
+        _names(cfg.resources, f"request.node_type_configs[{name!r}].resources", "resource")
+        if cfg.labels is not None:
+            if not isinstance(cfg.labels, Mapping):
+                raise DumpError(f"request.node_type_configs[{name!r}].labels: expected a map")
+            _names(cfg.labels, f"request.node_type_configs[{name!r}].labels", "label")
         _optional_number(cfg.min_worker_nodes, f"request.node_type_configs[{name!r}]"
                                                f".min_worker_nodes", whole=True)
         _optional_number(cfg.max_worker_nodes, f"request.node_type_configs[{name!r}]"

@@ -9,6 +9,11 @@
                          for those plus the requested and queued ones
 - ``tick_time.png``      the scheduler's wall time per tick over simulated time, one panel
                          per scheduler on a shared log scale, with a running median
+- ``pending_time.png``   the headline metric: each scheduler's pending time p50 / p95 /
+                         p99, and the waiting it adds up to over time (the area under the
+                         pending curve, in unit-hours)
+
+Counts (pending units, instances) are drawn on whole-number axes.
 
 Colours keep their meaning across plots and runs (palette.py: a fixed colour per
 scheduler, a colour by name per worker group); legends sit outside the axes.
@@ -34,6 +39,12 @@ def _figure(w: float, h: float):
     return fig
 
 
+def _whole_numbers(ax) -> None:
+    """A count's y axis: ticks at whole numbers only (no 0.5 of a unit)."""
+    from matplotlib.ticker import MaxNLocator
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _minutes(r) -> np.ndarray:
     return np.asarray(r.series["t_s"], dtype=float) / 60.0
 
@@ -51,6 +62,7 @@ def figure_pending(results):
                 ls="--" if same else "-", lw=1.8 if same else 1.3, label=label)
     ax.set_xlabel("simulated time (min)")
     ax.set_ylabel("pending demand (units)")
+    _whole_numbers(ax)
     ax.set_title("Pending demand over time")
     ax.grid(alpha=0.3)
     fig.legend(loc="outside right upper", fontsize=8)
@@ -96,6 +108,7 @@ def figure_nodes(results):
                 label="+ requested + queued")
         ax.set_ylim(0, ymax * 1.05)
         ax.set_ylabel("instances")
+        _whole_numbers(ax)
         ax.set_title(f"{r.scheduler}: running instances by worker group", fontsize=10)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("simulated time (min)")
@@ -151,6 +164,43 @@ def figure_tick_time(results):
     return fig
 
 
+PERCENTILES = (50, 95, 99)
+
+
+def figure_pending_time(results):
+    """Pending time, the headline metric: left, each scheduler's p50 / p95 / p99 (units
+    still pending at the end count their wait so far, as in the summary); right, the
+    waiting accrued over simulated time (the area under each pending curve: every
+    pending unit adds its tick's length), so where and when the waits build up shows."""
+    fig = _figure(11, 4.2)
+    left, right = fig.subplots(1, 2, width_ratios=(1, 1.6))
+    width = 0.8 / max(len(results), 1)
+    for i, r in enumerate(results):
+        vals = [float(r.metrics.get(f"pending_p{p}_s") or 0.0) for p in PERCENTILES]
+        x = np.arange(len(PERCENTILES)) + (i - (len(results) - 1) / 2) * width
+        bars = left.bar(x, vals, width, color=scheduler_color(r.scheduler), label=r.scheduler)
+        left.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
+        t = np.asarray(r.series["t_s"], dtype=float)
+        pending = np.asarray(r.series["pending"], dtype=float)
+        step = np.diff(t, append=t[-1] + (t[-1] - t[-2] if t.size > 1 else 0.0)) if t.size \
+            else t
+        same = any(np.array_equal(q.series["pending"], r.series["pending"])
+                   for q in results[:i])
+        right.plot(t / 60.0, np.cumsum(pending * step) / 3600.0, lw=1.8 if same else 1.4,
+                   ls="--" if same else "-", color=scheduler_color(r.scheduler),
+                   label=r.scheduler)
+    left.set_xticks(np.arange(len(PERCENTILES)), [f"p{p}" for p in PERCENTILES])
+    left.set_ylabel("pending time (s)")
+    left.set_title("Pending time per unit", fontsize=10)
+    left.grid(alpha=0.3, axis="y")
+    right.set_xlabel("simulated time (min)")
+    right.set_ylabel("waiting so far (unit-hours)")
+    right.set_title("Waiting accrued (area under the pending curve)", fontsize=10)
+    right.grid(alpha=0.3)
+    fig.legend(*left.get_legend_handles_labels(), loc="outside right upper", fontsize=8)
+    return fig
+
+
 def _save(fig, path) -> Path:
     fig.savefig(path)
     return Path(path)
@@ -168,10 +218,15 @@ def plot_tick_time(results, path) -> Path:
     return _save(figure_tick_time(results), path)
 
 
+def plot_pending_time(results, path) -> Path:
+    return _save(figure_pending_time(results), path)
+
+
 def write_plots(results, out_dir) -> list:
-    """Write the three PNGs into out_dir (created if needed); returns their paths."""
+    """Write the four PNGs into out_dir (created if needed); returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return [plot_pending(results, out / "pending.png"),
             plot_nodes(results, out / "nodes_by_type.png"),
-            plot_tick_time(results, out / "tick_time.png")]
+            plot_tick_time(results, out / "tick_time.png"),
+            plot_pending_time(results, out / "pending_time.png")]

@@ -31,6 +31,7 @@ from vecsched.adapters.traces import (ACCELERATOR_PREFIX, BUNDLED, DEFAULT_TRACE
                       bundled, bundled_trace, demand_shape, gpu_spec_options, or_list_count,
                       read_demand, read_worker_groups, validate_demand,
                       validate_worker_groups, worker_group_specs)
+from vecsched.adapters.traces.fit import gaps
 from .placement_groups import GangOverlay, Gangs, build as build_gangs, permute, together
 from .window import Window, describe, select
 
@@ -233,8 +234,10 @@ def _oversize_warnings(table: pa.Table, types: list, shapes: list, unit_shape: n
                         if not any(_fits(sh, dict(t.resources)) for t in [HEAD] + types)]
     oversized = int(np.isin(unit_shape, oversized_shapes).sum())
     if oversized:
-        warnings.append(f"{oversized} units ({len(oversized_shapes)} shapes) are larger than "
-                        f"every node type; they stay pending and are reported infeasible")
+        why = gaps(shapes, np.bincount(unit_shape, minlength=len(shapes)),
+                   [dict(t.resources) for t in [HEAD] + types]).describe()
+        warnings.append(f"{oversized} units ({len(oversized_shapes)} shapes) fit no node type "
+                        f"({why}); they stay pending and are reported infeasible")
     n_or = or_list_count(table)
     if n_or:
         warnings.append(f"{n_or} GPU OR-list constraints (A|B) are replayed unconstrained")
@@ -287,11 +290,18 @@ def _caps_note(table: pa.Table, capped: np.ndarray, n_spread: int) -> str:
         return ""
     apps = table.column("app").to_pylist()
     caps = table.column("max_per_node").to_pylist()
-    by_app = {a: c for a, c, k in zip(apps, caps, capped) if k}
+    by_app: dict = {}
+    for a, c, k in zip(apps, caps, capped):
+        if k:
+            by_app.setdefault(a, set()).add(c)
     hist: dict[int, int] = {}
-    for c in by_app.values():
-        hist[c] = hist.get(c, 0) + 1
+    for cs in by_app.values():
+        for c in cs:
+            hist[c] = hist.get(c, 0) + 1
     where = ", ".join(f"{n} at {c}" for c, n in sorted(hist.items()))
+    changing = sum(len(cs) > 1 for cs in by_app.values())
+    if changing:
+        where += f"; {changing} whose cap changes over time"
     return (f"per-node caps: {len(by_app)} apps ({where}), {int(capped.sum())} units; "
             f"independent requests ask 1/cap of the app's implicit per-node slot, "
             f"{n_spread} capped placement groups are STRICT_SPREAD")

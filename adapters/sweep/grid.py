@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -113,8 +114,26 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _table_ref(value, where: str, base: Path, bundled_names) -> dict:
-    """A bundled name or a Parquet path, with the file's digest."""
+def _check_parquet(path: Path, value: str, where: str, kind: str) -> None:
+    """``path`` is a Parquet table of ``kind`` (demand or worker_groups), by its schema."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    try:
+        names = pq.read_schema(str(path)).names
+    except (pa.ArrowInvalid, OSError):
+        hint = (f"; import a CSV first: vecsched trace import {value} --map MAP.toml "
+                f"--out DIR{' --kind groups' if kind == 'worker_groups' else ''}, then give "
+                f"DIR/{'groups' if kind == 'worker_groups' else 'demand'}.parquet"
+                if path.suffix.lower() in (".csv", ".tsv", ".txt") else "")
+        raise GridError(where, f"{value!r} is not a Parquet file{hint}") from None
+    need = "arrival_s" if kind == "demand" else "max_workers"
+    if need not in names:
+        raise GridError(where, f"{value!r} is not a {kind.replace('_', '-')} table (it has no "
+                        f"{need!r} column; its columns: {', '.join(names[:12])})")
+
+
+def _table_ref(value, where: str, base: Path, bundled_names, kind: str) -> dict:
+    """A bundled name or a Parquet path of a ``kind`` table, with the file's digest."""
     if not isinstance(value, str) or not value:
         raise GridError(where, f"must be a bundled name or a Parquet path, got {value!r}")
     if value in bundled_names:
@@ -126,13 +145,14 @@ def _table_ref(value, where: str, base: Path, bundled_names) -> dict:
     if not path.is_file():
         raise GridError(where, f"{value!r} is neither a bundled name ({', '.join(bundled_names)}) "
                         f"nor a file")
+    _check_parquet(path, value, where, kind)
     return {"path": str(path.resolve()), "sha256": _digest(path)}
 
 
 def _number(v, where: str, *, integer: bool = False, positive: bool = False):
     ok = isinstance(v, int) if integer else isinstance(v, (int, float))
-    if isinstance(v, bool) or not ok or v < 0 or (positive and v == 0):
-        kind = "an integer" if integer else "a number"
+    if isinstance(v, bool) or not ok or not 0 <= v < math.inf or (positive and v == 0):
+        kind = "an integer" if integer else "a finite number"
         raise GridError(where, f"must be {kind} {'> 0' if positive else '>= 0'}, got {v!r}")
     return v
 
@@ -147,9 +167,10 @@ def _workload(name: str, spec, src: str, base: Path) -> dict:
     if "trace" not in spec:
         raise GridError(f"{where}.trace", "is required")
     out: dict[str, Any] = {"trace": _table_ref(spec["trace"], f"{where}.trace", base,
-                                               list(TRACES) + list(BUNDLED))}
+                                               list(dict.fromkeys([*TRACES, *BUNDLED])), "demand")}
     if "groups" in spec:
-        out["groups"] = _table_ref(spec["groups"], f"{where}.groups", base, list(BUNDLED))
+        out["groups"] = _table_ref(spec["groups"], f"{where}.groups", base, list(BUNDLED),
+                                   "worker_groups")
     for k in ("from", "to", "duration"):
         if k in spec:
             try:
@@ -186,7 +207,7 @@ def _catalogue(name: str, spec, src: str, base: Path) -> dict:
     if "groups" not in spec:
         raise GridError(f"{where}.groups", "is required")
     out: dict[str, Any] = {"groups": _table_ref(spec["groups"], f"{where}.groups", base,
-                                                list(BUNDLED))}
+                                                list(BUNDLED), "worker_groups")}
     for k in ("price_factor", "gpu_price_factor"):
         out[k] = float(_number(spec.get(k, 1.0), f"{where}.{k}"))
     for k, integer in (("prices", False), ("max_workers", True)):
@@ -224,7 +245,10 @@ def _check_axis_values(name: str, values: list, where: str, workloads, catalogue
             raise GridError(where, f"unknown scheduler {v!r} (known: {', '.join(SCHEDULERS)})")
         if name == "seed":
             _number(v, where, integer=True)
-        if name == "gangs" and not (isinstance(v, (int, float)) and 0 <= v <= 1):
+        if name in KNOBS + ("gangs",) and v is not None and (
+                isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise GridError(where, f"must be a number, got {v!r}")
+        if name == "gangs" and not 0 <= v <= 1:
             raise GridError(where, f"must be a share within [0, 1], got {v!r}")
 
 
@@ -292,7 +316,7 @@ def read(path) -> Grid:
     if not p.is_file():
         raise GridError(str(path), "no such file")
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        doc = tomllib.loads(p.read_text(encoding="utf-8-sig"))   # a BOM is dropped
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise GridError(str(path), f"is not valid TOML: {e}") from None
     return parse(doc, p.name, p.parent)

@@ -1,9 +1,10 @@
 """Running a sweep's cells as Ray tasks, resumably.
 
-``run_sweep(grid, out_dir)`` skips the cells whose key is already in
-``out_dir/results.parquet``, submits the others as Ray tasks (one CPU each), and, as
-each finishes, adds its row to the table (rewritten atomically) and reports a progress
-line. Ray is started locally (``ray.init()``) unless ``address`` names a running
+``run_sweep(grid, out_dir)`` locks ``out_dir`` (``lock.py``: a second sweep there
+refuses with ``SweepLocked`` before starting Ray), skips the cells whose key is already
+in ``out_dir/results.parquet``, submits the others as Ray tasks (one CPU each), and, as
+each finishes, merges its row into the table (rewritten atomically) and reports a
+progress line. Ray is started locally (``ray.init()``) unless ``address`` names a running
 cluster; a Ray already initialised in this process is used as it is and left running.
 On a cluster every node needs vecsched installed (and any trace file given by path at
 the same path). A cell that raises is reported and left out of the table, so the next
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .grid import Grid
+from .lock import SweepLock
 from .results import RESULTS, read_rows, write_rows
 
 
@@ -66,8 +68,14 @@ def _start_ray(address: Optional[str], num_cpus: Optional[int]):
 
 def run_sweep(grid: Grid, out_dir, *, address: Optional[str] = None,
               num_cpus: Optional[int] = None, echo: Callable[[str], None] = print,
-              clock: Callable[[], float] = time.perf_counter) -> SweepOutcome:
-    """Run the grid's missing cells (see the module docstring)."""
+              clock: Callable[[], float] = time.perf_counter,
+              lock: bool = True) -> SweepOutcome:
+    """Run the grid's missing cells (see the module docstring). ``lock`` False: the
+    caller holds ``out_dir``'s ``SweepLock``."""
+    if lock:
+        with SweepLock(out_dir):
+            return run_sweep(grid, out_dir, address=address, num_cpus=num_cpus, echo=echo,
+                             clock=clock, lock=False)
     t0 = clock()
     rows = read_rows(out_dir)
     done = {r["key"] for r in rows}

@@ -19,7 +19,6 @@ arrival) or ``duration``.
 """
 from __future__ import annotations
 
-import csv
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -28,10 +27,11 @@ from typing import Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from . import map_file
-from .expressions import Column, ExpressionError, compile_expression, evaluate, plain_column
+from .csv_cells import CsvImportError, read_cells
+from .expressions import (ExpressionError, compile_expression, evaluate, evaluate_text,
+                          plain_column)
 from .map_file import ISO, MappingError
 from .parquet import write_demand, write_worker_groups
 from .schema import TraceError
@@ -39,22 +39,6 @@ from .schema import TraceError
 OUTPUT = {"demand": "demand.parquet", "groups": "groups.parquet"}
 # schema column -> mapping field, for errors the schema's validation raises
 _FIELD_OF = {"arrival_s": "arrival", "duration_s": "duration", "type": "type"}
-
-
-class CsvImportError(ValueError):
-    """A CSV that cannot be imported with its mapping: ``csv`` the file, ``column`` the
-    CSV column or mapping field at fault, ``row`` the 0-based data row (file line
-    ``row + 2``: the header is line 1)."""
-
-    def __init__(self, csv_name: str, message: str, column: Optional[str] = None,
-                 row: Optional[int] = None):
-        self.csv, self.column, self.row = csv_name, column, row
-        where = csv_name
-        if column is not None:
-            where += f": column {column}"
-        if row is not None:
-            where += f" row {row} (line {row + 2})"
-        super().__init__(f"{where}: {message}")
 
 
 @dataclass
@@ -67,56 +51,6 @@ class ImportResult:
     notes: list = field(default_factory=list)
 
 
-# ---- reading the CSV -----------------------------------------------------------------
-def _header(path: Path) -> list[str]:
-    with path.open(newline="", encoding="utf-8") as f:
-        try:
-            head = next(csv.reader(f))
-        except StopIteration:
-            raise CsvImportError(path.name, "is empty (no header line)") from None
-        except (csv.Error, UnicodeDecodeError) as e:
-            raise CsvImportError(path.name, f"header line is not CSV: {e}") from None
-    head = [h.strip() for h in head]
-    for i, h in enumerate(head):
-        if not h:
-            raise CsvImportError(path.name, f"header field {i + 1} is empty")
-        if head.index(h) != i:
-            raise CsvImportError(path.name, f"header names column {h!r} twice")
-    return head
-
-
-def _bad_line(path: Path, width: int) -> str:
-    """Where a CSV stops having ``width`` fields (for pyarrow's parse errors)."""
-    with path.open(newline="", encoding="utf-8", errors="replace") as f:
-        for k, rec in enumerate(csv.reader(f)):
-            if k and len(rec) != width:
-                return f"row {k - 1} (line {k + 1}) has {len(rec)} fields, the header {width}"
-    return "it does not parse"
-
-
-def read_cells(path) -> tuple[dict[str, Column], int]:
-    """Every column of the CSV at ``path`` as text (``Column``) and the row count."""
-    path = Path(path)
-    if not path.is_file():
-        raise CsvImportError(str(path), "no such file")
-    head = _header(path)
-    opts = pacsv.ConvertOptions(column_types={h: pa.string() for h in head},
-                                strings_can_be_null=True, null_values=[""])
-    read = pacsv.ReadOptions(column_names=head, skip_rows=1)
-    try:
-        table = pacsv.read_csv(str(path), read_options=read, convert_options=opts)
-    except (pa.ArrowInvalid, UnicodeDecodeError) as e:
-        raise CsvImportError(path.name, f"is not a well-formed CSV: "
-                             f"{_bad_line(path, len(head))} ({str(e).splitlines()[0]})") from None
-    cols = {}
-    for h in head:
-        cells = np.array(table.column(h).to_pylist(), dtype=object)
-        cells = np.array([None if v is None or not v.strip() else v.strip() for v in cells],
-                         dtype=object)
-        cols[h] = Column(h, cells)
-    return cols, table.num_rows
-
-
 # ---- evaluating the mapping ----------------------------------------------------------
 class _Rows:
     """The CSV's columns and the mapping, with errors that name the CSV."""
@@ -125,6 +59,8 @@ class _Rows:
         self.name, self.cols, self.n, self.m = name, cols, n, mapping
 
     def _fail(self, e: ExpressionError, key: str):
+        if e.column is None and e.row is None:          # the expression itself: the mapping's
+            raise MappingError(f"{self.m.source} {self.m.kind}.{key}", str(e)) from None
         col = e.column if e.column is not None else f"{self.m.kind}.{key} (mapping)"
         raise CsvImportError(self.name, str(e), col, e.row) from None
 
@@ -156,23 +92,16 @@ class _Rows:
                              None, row)
 
     def text(self, key: str, expr: str) -> list:
-        """A text field: one column's cells, or a quoted constant."""
+        """A text field: one column's cells, or a text expression (``evaluate_text``:
+        columns, quoted strings, ``+``, ``A if COND else B``, ``coalesce``, ``null``)."""
         col = plain_column(expr)
-        if col is not None:
-            if col not in self.cols:
-                raise CsvImportError(self.name, f"{self.m.kind}.{key} names column {col!r}, "
-                                     f"which the CSV does not have (its columns: "
-                                     f"{', '.join(self.cols)})", col)
+        if col is not None and col in self.cols:
             return list(self.cols[col].cells)
         try:
-            import ast
-            value = ast.literal_eval(expr.strip())
-        except (ValueError, SyntaxError):
-            value = None
-        if not isinstance(value, str) or not value:
-            raise CsvImportError(self.name, f"{self.m.kind}.{key} = {expr!r}: a text field "
-                                 f"is a column name or a quoted string", f"{self.m.kind}.{key}")
-        return [value] * self.n
+            tree = compile_expression(expr, list(self.cols))
+            return list(evaluate_text(tree, self.cols, self.n))
+        except ExpressionError as e:
+            self._fail(e, key)
 
     def times(self, key: str, expr: str, required: bool) -> np.ndarray:
         """A time field in seconds (ISO timestamps: seconds since the epoch)."""
@@ -335,7 +264,34 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _schema_error(name: str, e: TraceError, fields: dict, kind: str) -> CsvImportError:
+def _by_arrival(data: dict, notes: list, unnamed: bool) -> np.ndarray:
+    """Sort the demand columns by arrival (stable: ties keep the CSV's order), so that
+    the table's row numbers are arrival order, the order a replay's row window
+    (``--start`` / ``--pods``) and its header count in. Returns the permutation
+    (table row -> CSV row)."""
+    arrival = np.asarray(data["arrival_s"].to_numpy(zero_copy_only=False), dtype=np.float64)
+    order = np.argsort(arrival, kind="stable")
+    moved = int((order != np.arange(order.size)).sum())
+    if not moved:
+        return order
+    for k, v in data.items():
+        if isinstance(v, (pa.Array, pa.ChunkedArray)):
+            data[k] = v.take(pa.array(order))
+        elif isinstance(v, np.ndarray):
+            data[k] = v[order]
+        else:
+            data[k] = [v[i] for i in order]
+    notes.append(f"rows sorted by arrival ({moved} of {order.size} moved; the CSV was not in "
+                 f"arrival order): row numbers in the table and in a replay's --start / --pods "
+                 f"are arrival order" + ("; unnamed rows keep their CSV row in row-<n>"
+                                         if unnamed else ""))
+    return order
+
+
+def _schema_error(name: str, e: TraceError, fields: dict, kind: str, order=None
+                  ) -> CsvImportError:
+    if order is not None and e.row is not None:
+        e.row = int(order[e.row])                  # back to the CSV's row
     key = _FIELD_OF.get(e.column, e.column)
     if kind == "demand" and key == "duration" and "departure" in fields:
         key = "departure"
@@ -347,9 +303,18 @@ def _schema_error(name: str, e: TraceError, fields: dict, kind: str) -> CsvImpor
     return CsvImportError(name, message, col or f"{kind}.{key}", e.row)
 
 
+def output_path(out, kind: str) -> Path:
+    """Where an import writes: ``out`` itself when it names a ``.parquet`` file (and is
+    not a directory), else ``out/demand.parquet`` (or ``groups.parquet``)."""
+    out = Path(out)
+    return out if out.suffix == ".parquet" and not out.is_dir() else out / OUTPUT[kind]
+
+
 def import_csv(csv_path, map_path, out_dir, kind: str = "demand") -> ImportResult:
     """Read ``csv_path`` with the ``kind`` section of the mapping file ``map_path`` and
-    write ``out_dir/demand.parquet`` (or ``groups.parquet``); see the module docstring."""
+    write ``out_dir/demand.parquet`` (or ``groups.parquet``; ``out_dir`` may instead
+    name the ``.parquet`` file); see the module docstring. Demand rows are written in
+    arrival order (``_by_arrival``)."""
     if kind not in OUTPUT:
         raise MappingError("--kind", f"must be one of {', '.join(OUTPUT)}, got {kind!r}")
     mapping = map_file.read(map_path, kind)
@@ -360,13 +325,14 @@ def import_csv(csv_path, map_path, out_dir, kind: str = "demand") -> ImportResul
     rows = _Rows(path.name, cols, n, mapping)
     build = demand_columns if kind == "demand" else group_columns
     data, notes = build(rows)
+    order = _by_arrival(data, notes, "name" not in mapping.fields) if kind == "demand" else None
     meta = {"vecsched.source": path.name, "vecsched.source_sha256": _digest(path),
             "vecsched.mapping": Path(map_path).name,
             "vecsched.mapping_sha256": _digest(Path(map_path))}
-    out = Path(out_dir) / OUTPUT[kind]
+    out = output_path(out_dir, kind)
     write = write_demand if kind == "demand" else write_worker_groups
     try:
         table = write(data, out, metadata=meta)
     except TraceError as e:
-        raise _schema_error(path.name, e, mapping.fields, kind) from None
+        raise _schema_error(path.name, e, mapping.fields, kind, order) from None
     return ImportResult(out, kind, table.num_rows, table, notes)

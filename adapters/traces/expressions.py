@@ -4,14 +4,23 @@ field is computed from a CSV row's columns, evaluated over whole columns at once
 An expression is a Python-syntax expression over the CSV's column names, e.g.
 ``cpu_milli / 1000`` or ``gpu_milli / 1000 if num_gpu == 1 else num_gpu``. Allowed:
 numbers and quoted strings; ``+ - * / // % **``; comparisons; ``and`` / ``or`` /
-``not``; ``A if COND else B``; and the functions ``isnull(x)``, ``coalesce(a, b, ...)``,
-``min(a, b)``, ``max(a, b)``, ``floor(x)``, ``ceil(x)``. Nothing else parses (no
-attribute access, no other calls), so a mapping file cannot run code.
+``not``; ``A if COND else B``; the null literal ``null``; and the functions
+``isnull(x)``, ``coalesce(a, b, ...)``, ``min(a, b)``, ``max(a, b)``, ``floor(x)``,
+``ceil(x)``. Nothing else parses (no attribute access, no other calls), so a mapping
+file cannot run code. An expression is at most ``MAX_LENGTH`` characters and nests at
+most ``MAX_DEPTH`` levels (a sum of k terms is k levels): a longer or deeper one is an
+``ExpressionError`` saying so, not a parser crash.
 
 A column is text until an operation needs a number; then every non-empty cell must
 parse as one, and the first that does not raises ``ExpressionError`` naming the
 column and the row. An empty cell is a null: NaN through arithmetic, false in a
-comparison, ``isnull`` true.
+comparison, ``isnull`` true. ``null`` is that value written out (``null if cap < 0
+else cap``: "-1 means no cap"); a CSV column named ``null`` would hide it.
+
+A text field (``evaluate_text``) takes the same syntax with text values: columns,
+quoted strings, ``+`` to join them (``app_name + "." + role``), ``A if COND else B``
+(``COND`` as above, over numbers or text), ``coalesce`` and ``null``. A null part
+makes the whole text null.
 """
 from __future__ import annotations
 
@@ -22,6 +31,9 @@ from typing import Mapping, Optional
 import numpy as np
 
 FUNCTIONS = ("isnull", "coalesce", "min", "max", "floor", "ceil")
+NULL = "null"
+MAX_LENGTH = 10_000     # characters of one expression
+MAX_DEPTH = 100         # nesting levels of one expression (a k-term sum is k levels)
 _BINOPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply,
            ast.Div: np.divide, ast.FloorDiv: np.floor_divide, ast.Mod: np.mod,
            ast.Pow: np.power}
@@ -66,26 +78,67 @@ class Column:
         return np.array([v is None for v in self.cells], dtype=bool)
 
 
+def short(text: str, limit: int = 80) -> str:
+    """``text`` quoted, cut to about ``limit`` characters (for messages)."""
+    text = str(text)
+    if len(text) <= limit:
+        return repr(text)
+    return repr(text[:limit]) + f"... ({len(text):,} characters)"
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deep ``tree`` nests (iteratively: a deep tree must not overflow the stack)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _parse(text: str) -> ast.Expression:
+    """``text`` parsed, within the length and depth limits."""
+    if len(text) > MAX_LENGTH:
+        raise ExpressionError(f"{short(text)} is {len(text):,} characters long; a mapping "
+                              f"expression may have at most {MAX_LENGTH:,}")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as e:
+        raise ExpressionError(f"{short(text)} does not parse: {e.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ExpressionError(f"{short(text)} nests too deeply to parse (a mapping "
+                              f"expression may nest at most {MAX_DEPTH} levels)") from None
+    depth = _depth(tree)
+    if depth > MAX_DEPTH + 2:             # Expression and the body's own level
+        raise ExpressionError(f"{short(text)} nests {depth - 2} levels deep (a sum of k "
+                              f"terms is k levels); a mapping expression may nest at most "
+                              f"{MAX_DEPTH}: compute it in fewer steps")
+    return tree
+
+
 def compile_expression(text: str, columns) -> ast.Expression:
     """Parse ``text`` and check it uses only the allowed syntax and known columns."""
     if not isinstance(text, str) or not text.strip():
         raise ExpressionError(f"expected an expression (a string), got {text!r}")
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as e:
-        raise ExpressionError(f"{text!r} does not parse: {e.msg}") from None
+    tree = _parse(text)
     known = set(columns)
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id not in FUNCTIONS and node.id not in known:
-            raise ExpressionError(f"{text!r} names column {node.id!r}, which the CSV does "
-                                  f"not have (its columns: {', '.join(columns)})", node.id)
+        if isinstance(node, ast.Name) and node.id not in known and id(node) not in called:
+            if node.id in FUNCTIONS:
+                raise ExpressionError(f"{short(text)}: {node.id} is a function; call it, "
+                                      f"e.g. {node.id}(column)")
+            if node.id != NULL:
+                raise ExpressionError(f"{short(text)} names column {node.id!r}, which the "
+                                      f"CSV does not have (its columns: {', '.join(columns)})",
+                                      node.id)
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS \
                     or node.keywords:
-                raise ExpressionError(f"{text!r}: only the functions "
+                raise ExpressionError(f"{short(text)}: only the functions "
                                       f"{', '.join(FUNCTIONS)} may be called")
         elif not isinstance(node, _ALLOWED):
-            raise ExpressionError(f"{text!r}: {type(node).__name__} is not allowed in a "
+            raise ExpressionError(f"{short(text)}: {type(node).__name__} is not allowed in a "
                                   f"mapping expression")
     return tree
 
@@ -97,9 +150,11 @@ _ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast
 
 def plain_column(text: str) -> Optional[str]:
     """The column name when ``text`` is just one column, else None."""
+    if len(text) > MAX_LENGTH:
+        return None
     try:
         tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):
         return None
     return tree.body.id if isinstance(tree.body, ast.Name) else None
 
@@ -149,7 +204,7 @@ def _eval(node, cols, n):
             raise ExpressionError(f"constant {node.value!r} is not a number or a string")
         return node.value
     if isinstance(node, ast.Name):
-        return cols[node.id]
+        return cols[node.id] if node.id in cols else np.nan      # the null literal
     if isinstance(node, ast.BinOp):
         return _BINOPS[type(node.op)](_num(_eval(node.left, cols, n), n),
                                       _num(_eval(node.right, cols, n), n))
@@ -201,3 +256,43 @@ def _call(name: str, args: list, n: int):
     if len(args) != 1:
         raise ExpressionError(f"{name} takes one argument")
     return (np.floor if name == "floor" else np.ceil)(_num(args[0], n))
+
+
+# ---- text fields ---------------------------------------------------------------------
+_TEXT_HELP = ("a text field is made of column names, quoted strings, + (joins text), "
+              "A if COND else B, coalesce(...) and null")
+
+
+def evaluate_text(tree: ast.Expression, cols: Mapping[str, Column], n: int) -> np.ndarray:
+    """A text expression over ``n`` rows: an object array of str (None: null; an empty
+    result is null too, as an empty cell is)."""
+    with np.errstate(all="ignore"):
+        out = _text(tree.body, cols, n)
+    return np.array([v if v else None for v in out], dtype=object)
+
+
+def _text(node, cols, n) -> np.ndarray:
+    if isinstance(node, ast.Constant):
+        if not isinstance(node.value, str):
+            raise ExpressionError(f"the constant {node.value!r} is not text (quote it: "
+                                  f"\"{node.value}\"); {_TEXT_HELP}")
+        return np.full(n, node.value, dtype=object)
+    if isinstance(node, ast.Name):
+        if node.id in cols:
+            return cols[node.id].cells
+        return np.full(n, None, dtype=object)                  # the null literal
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        a, b = _text(node.left, cols, n), _text(node.right, cols, n)
+        return np.array([None if x is None or y is None else x + y for x, y in zip(a, b)],
+                        dtype=object)
+    if isinstance(node, ast.IfExp):
+        cond = np.broadcast_to(_truth(_eval(node.test, cols, n), n), (n,))
+        return np.where(cond, _text(node.body, cols, n), _text(node.orelse, cols, n))
+    if isinstance(node, ast.Call) and node.func.id == "coalesce" and node.args:
+        out = _text(node.args[0], cols, n).copy()
+        for a in node.args[1:]:
+            hole = np.array([v is None for v in out], dtype=bool)
+            out[hole] = _text(a, cols, n)[hole]
+        return out
+    what = node.func.id + "()" if isinstance(node, ast.Call) else type(node).__name__
+    raise ExpressionError(f"{what} does not give text: {_TEXT_HELP}")

@@ -17,12 +17,12 @@ A TOML file (read with the standard library's ``tomllib``) with up to three tabl
     cpu = "cpu_milli"             # expressions (``expressions.py``); unmapped: 0
     memory = "mem_mib"
     gpu = "gpu_milli / 1000 if num_gpu == 1 else num_gpu"
-    gpu_spec = "gpu_type"         # text fields: a column name
+    gpu_spec = "gpu_type"         # text fields: a column or a text expression
     qos = "qos"
     name = "pod"                  # unmapped: row-<n>
     group_id = "job"              # gang id (placement group); app / max_per_node: caps
-    app = "service"
-    max_per_node = "max_inst"
+    app = 'service + "." + role'  # text expressions join with +
+    max_per_node = "null if max_inst < 0 else max_inst"   # null: no cap
     [demand.resources]            # custom resources: name = expression
     rdma = "rdma_share"
 
@@ -34,12 +34,15 @@ A TOML file (read with the standard library's ``tomllib``) with up to three tabl
     [groups.resources]
     [groups.labels]               # label name = column
 
-Every key is checked: an unknown key, a wrong type or an unknown unit is a
-``MappingError`` naming the key. Expressions are parsed when the CSV's header is known
+``[units]`` convert cpu, memory, gpu and the times (of both tables); custom resources
+are taken as their expressions give them. Every key is checked: an unknown key, a
+wrong type, an unknown unit or a constant that is not finite is a ``MappingError``
+naming the key. Expressions are parsed when the CSV's header is known
 (``csv_import``), so a column the CSV lacks is named there.
 """
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,6 +146,8 @@ def parse(doc: dict, kind: str, source: str = "mapping") -> Mapping:
         if k in ("resources", "labels", "min_duration_s", "aggregate"):
             continue
         if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if not math.isfinite(v):
+                raise MappingError(where, f"must be a finite number, got {v!r}")
             v = repr(v)                       # a constant, e.g. min_workers = 0
         if not isinstance(v, str) or not v.strip():
             raise MappingError(where, f"must be a column name or an expression, got {v!r}")
@@ -150,9 +155,9 @@ def parse(doc: dict, kind: str, source: str = "mapping") -> Mapping:
     units = _units(source, doc.get("units"))
     min_dur = sec.get("min_duration_s")
     if min_dur is not None and (isinstance(min_dur, bool) or not isinstance(min_dur, (int, float))
-                                or not min_dur > 0):
-        raise MappingError(f"{source} {kind}.min_duration_s", f"must be a number > 0, "
-                           f"got {min_dur!r}")
+                                or not 0 < min_dur < math.inf):
+        raise MappingError(f"{source} {kind}.min_duration_s", f"must be a finite number > 0 "
+                           f"(seconds), got {min_dur!r}")
     aggregate = sec.get("aggregate", False)
     if not isinstance(aggregate, bool):
         raise MappingError(f"{source} {kind}.aggregate", f"must be true or false, got {aggregate!r}")
@@ -197,7 +202,7 @@ def read(path, kind: str) -> Mapping:
     if not p.is_file():
         raise MappingError(str(path), "no such file")
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        doc = tomllib.loads(p.read_text(encoding="utf-8-sig"))   # a BOM is dropped
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise MappingError(str(path), f"is not valid TOML: {e}") from None
     return parse(doc, kind, p.name)

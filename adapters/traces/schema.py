@@ -221,15 +221,17 @@ def _check_resources(table: pa.Table, kind: str) -> None:
 
 
 def _check_caps(table: pa.Table) -> None:
-    """``max_per_node``: an integer in [1, MAX_PER_NODE], with an ``app``; one cap per
-    app; a placement group (``group_id``) is capped only at 1 and all in one app."""
+    """``max_per_node``: an integer in [1, MAX_PER_NODE], with an ``app``; a placement
+    group (``group_id``) is capped only at 1 and all in one app. An app's cap may vary
+    from row to row (a redeploy with a new cap): each request asks ``1 / its cap`` of
+    the app's one per-node slot (``mapping.cap_slot``), as Ray Serve's replicas of a
+    redeployed deployment do, so a node holds a mix whose shares sum to at most 1."""
     kind = "demand"
     caps = table.column("max_per_node").to_pylist()
     if all(c is None for c in caps):
         return
     apps = table.column("app").to_pylist()
     groups = table.column("group_id").to_pylist()
-    cap_of: dict[str, tuple[Optional[int], int]] = {}
     group_of: dict[str, tuple[Optional[str], Optional[int], int]] = {}
     for i, (cap, app, gid) in enumerate(zip(caps, apps, groups)):
         if cap is not None:
@@ -239,11 +241,6 @@ def _check_caps(table: pa.Table) -> None:
             if app is None:
                 raise TraceError(kind, "app", "is null but max_per_node is set: a cap is "
                                  "per app", i)
-        if app is not None:
-            seen = cap_of.setdefault(app, (cap, i))
-            if seen[0] != cap:
-                raise TraceError(kind, "max_per_node", f"app {app!r} has {cap} here and "
-                                 f"{seen[0]} at row {seen[1]}: one cap per app", i)
         if gid is not None:
             seen_g = group_of.setdefault(gid, (app, cap, i))
             if (app, cap) != seen_g[:2] and (cap is not None or seen_g[1] is not None):

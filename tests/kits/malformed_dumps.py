@@ -50,6 +50,11 @@ def _nan_resource(doc) -> None:
     _first_pb(doc)["b64"] = base64.b64encode(msg.SerializeToString()).decode()
 
 
+def _group(doc, i: int = 2) -> dict:
+    """The fields of the sample's i-th worker group (2: cpu-large, with a label)."""
+    return _fields(doc)["node_type_configs"]["@map"][i][1]["fields"]
+
+
 def _deep(depth: int) -> bytes:
     return b'{"format": "vecsched-scheduling-request/1", "request": ' + b"[" * depth \
         + b"]" * depth + b"}"
@@ -101,4 +106,10 @@ MALFORMED = {
     "wrong type: upscaling speed": _with(
         lambda d: d["context"].__setitem__("upscaling_speed", "fast")),
     "unknown tag": _with(lambda d: _fields(d).__setitem__("max_num_nodes", {"@what": 1})),
+    "wrong type: resource name a number": _with(
+        lambda d: _group(d)["resources"]["@map"][0].__setitem__(0, 7)),
+    "wrong type: resource quantity a string": _with(
+        lambda d: _group(d)["resources"]["@map"][0].__setitem__(1, "32")),
+    "wrong type: label name a number": _with(
+        lambda d: _group(d)["labels"]["@map"][0].__setitem__(0, 3)),
 }

@@ -70,7 +70,8 @@ def test_out_that_is_a_file_is_refused_before_the_replay(capsys, tmp_path):
     existing = tmp_path / "summary.txt"
     existing.write_text("keep me")
     code, lines, out = _run(capsys, "replay", "--scheduler", "baseline", "--out", str(existing))
-    assert code == 2 and lines == [f"error: --out {existing}: exists and is not a directory"]
+    assert code == 2 and lines == [f"error: --out {existing}: exists and is not a directory "
+                                   f"(give a directory; it is made if it does not exist)"]
     assert existing.read_text() == "keep me" and out == ""
 
 

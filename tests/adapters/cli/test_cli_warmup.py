@@ -31,3 +31,37 @@ def test_warmup_compiles_once_then_loads_the_cache(tmp_path):
     second = _warmup(tmp_path)
     assert second.returncode == 0, second.stderr
     assert SPINNER_TEXT not in second.stdout and "loaded from the cache" in second.stdout
+
+
+class _Session:
+    """What the test session's warm-up hook reads of a pytest session."""
+
+    def __init__(self, lines: list):
+        tr = type("TR", (), {"write_line": staticmethod(lines.append)})()
+        manager = type("PM", (), {"get_plugin": staticmethod(lambda name: tr)})()
+        option = type("Opt", (), {"collectonly": False})()
+        self.config = type("Cfg", (), {"option": option, "pluginmanager": manager})()
+        self.items = ["a test"]
+
+
+@pytest.mark.parametrize("cached", [False, True, None])
+def test_the_test_session_compiles_a_cold_cache_first_and_says_so(monkeypatch, cached):
+    """tests/conftest.py: on a cold cache the kernels compile before the first test with
+    a line before and after (not silently inside whichever test needs them first); a
+    warm cache, or one it cannot read, is left alone."""
+    import tests.conftest as session_hooks
+    import vecsched.engine.warmup  # noqa: F401 (the hook acts when tests use the engine)
+    from vecsched.adapters.cli import warmup
+    calls: list = []
+    monkeypatch.setattr(warmup, "warm_parts", lambda codec=True: (lambda: calls.append(1),
+                                                                  ("k1", "k2")))
+    monkeypatch.setattr(warmup, "kernels_cached", lambda kernels: cached)
+    monkeypatch.delenv("VECSCHED_TEST_NO_WARMUP", raising=False)
+    lines: list = []
+    session_hooks.pytest_collection_finish(_Session(lines))
+    if cached is False:
+        assert calls == [1] and len(lines) == 2
+        assert lines[0].startswith("vecsched: compiling the engine's 2 numba kernels once")
+        assert lines[1].startswith("vecsched: kernels compiled in ")
+    else:
+        assert calls == [] and lines == []

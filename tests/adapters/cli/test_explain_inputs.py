@@ -30,6 +30,13 @@ WHERE = {
     "wrong type: upscaling speed": "context.upscaling_speed: expected a number",
     "class outside ray": "only classes from ray.* modules are loaded",
     "deeply nested JSON": "nested too deeply",
+    "wrong type: resource name a number": "request.node_type_configs['cpu-large'].resources: "
+                                          "resource name 7 is a int, expected a non-empty "
+                                          "string",
+    "wrong type: resource quantity a string": "node_type_configs['cpu-large'].resources['CPU']"
+                                              ": expected a number, got str",
+    "wrong type: label name a number": "request.node_type_configs['cpu-large'].labels: label "
+                                       "name 3 is a int",
     "empty file": "not JSON",
     "random bytes": "not JSON",
 }
@@ -82,6 +89,15 @@ def test_large_dump_report_is_limited_and_counts_by_reason(tmp_path, capsys):
     assert "Unplaced requests by reason" in out
     assert any(line.split() == ["│", "all", "│", f"{n:,}", "│"] + line.split()[5:]
                for line in out.splitlines()), out
+
+
+def test_write_sample_needs_no_path(tmp_path, capsys, monkeypatch):
+    """The README's `explain --write-sample`, as typed: a sample in the current folder."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["explain", "--write-sample"]) == 0
+    assert capsys.readouterr().out.strip() == ("wrote explain-sample.json; explain it with: "
+                                               "vecsched explain explain-sample.json")
+    assert main(["explain", "explain-sample.json"]) == 0
 
 
 def test_write_sample_refuses_a_directory(tmp_path, capsys):

@@ -157,23 +157,26 @@ def test_network_delay_on_renew(redis_server):
     exported; a late answer never extends the lease past Redis's own expiry; once
     answers come later than the timeout the leader steps down before anybody else
     can be granted the lease."""
+    # Loose on time, for a loaded machine: a 2 s TTL and a 2 s timeout behind a 0.3 s
+    # delay (a 0.3 s timeout behind a 0.2 s delay failed on a busy machine), then a
+    # delay far past the timeout.
     proxy = DelayProxy(redis_server.port)
     try:
-        a = _lease(redis_server, "A", ttl=1.0, port=proxy.port, timeout_s=0.3)
-        b = _lease(redis_server, "B", ttl=1.0)
+        a = _lease(redis_server, "A", ttl=2.0, port=proxy.port, timeout_s=2.0)
+        b = _lease(redis_server, "B", ttl=2.0, timeout_s=2.0)
         direct = connect(port=redis_server.port)
         assert a.try_acquire()
-        proxy.delay_s = 0.2                       # slower than the 0.1 s margin
+        proxy.delay_s = 0.3                       # slower than the 0.2 s margin
         for _ in range(3):
             assert a.renew()
             pttl_ms = direct.pttl(Keys("c").lease)
             now = time.monotonic_ns()
             assert a.valid_until_ns <= now + pttl_ms * 1_000_000
-        assert a.stats.renewals == 3 and a.snapshot()["renew_latency_ms"]["p50"] >= 200
-        proxy.delay_s = 2.0                       # answers later than the 0.3 s timeout
+        assert a.stats.renewals == 3 and a.snapshot()["renew_latency_ms"]["p50"] >= 300
+        proxy.delay_s = 30.0                      # answers far later than the 2 s timeout
         keeper = LeaseKeeper(a, 0.02).start()
         try:
-            assert _wait(b.try_acquire, 3.0)
+            assert _wait(b.try_acquire, 60.0)
         finally:
             keeper.stop()
         assert a.stats.renew_failures >= 1

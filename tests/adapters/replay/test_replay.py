@@ -252,7 +252,8 @@ def test_plots_are_written(tmp_path):
     from vecsched.adapters.replay.plots import write_plots
     results = [replay(None, s, window=SMALL) for s in ("engine", "baseline")]
     paths = write_plots(results, tmp_path / "plots")
-    assert [p.name for p in paths] == ["pending.png", "nodes_by_type.png", "tick_time.png"]
+    assert [p.name for p in paths] == ["pending.png", "nodes_by_type.png", "tick_time.png",
+                                       "pending_time.png"]
     for p in paths:
         assert p.is_file() and p.stat().st_size > 1000
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
