@@ -1,0 +1,125 @@
+"""The availability memory: which worker groups the cloud refused lately.
+
+An adapter keeps one ``AvailabilityMemory`` across ticks (``EngineScheduler``, the
+trace replay, the KubeRay side-car) and tells it what the cloud answered:
+
+- ``refused(group, at_s, stockout=True)``: a launch of the group stocked out (the
+  cloud had no capacity, or a KubeRay pod stayed Pending past its timeout). The
+  group is held out for ``ttl_s`` (Karpenter keeps an offering that failed with an
+  insufficient-capacity error out of its choices for 3 minutes); a refusal after
+  a hold has expired (the retry failed too) doubles the hold (``backoff``), up to
+  ``max_ttl_s``. Refusals that arrive while a hold is on (launches asked before the
+  hold) neither extend nor escalate it.
+- ``refused(group, at_s, stockout=False)``: a plain launch error. Clouds fail calls
+  for many reasons that say nothing about capacity, so a group is held out only
+  after ``failures_to_mark`` such errors in a row without a launch landing in
+  between; then as a stock-out.
+- ``succeeded(group, at_s)``: a launch of the group landed: its escalation and its
+  error streak start over (an active hold runs out on its own).
+- ``interrupted(group, at_s)``: a (spot) instance of the group was taken back;
+  ``interruptions(now_s)`` counts them over the last ``interruption_window_s``.
+
+``unavailable(now_s)`` is the set of groups held out at ``now_s``; the efficient
+mode and the baseline do not launch them that tick (``vecsched.engine.tick.seam``)
+and fall back to the next group that fits. Ray-compat never reads this memory: it
+reads Ray's own availability scores (docs/ray-semantics.md §13).
+
+Pure and deterministic: every time is a number the caller passes (its clock), no
+wall clock is read, and the same calls give the same answers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class AvailabilityOptions:
+    """How long refused groups are held out (seconds)."""
+    ttl_s: float = 180.0              # Karpenter's unavailable-offerings TTL (3 minutes)
+    backoff: float = 2.0              # each failed retry multiplies the hold
+    max_ttl_s: float = 1800.0
+    failures_to_mark: int = 3         # plain launch errors in a row before a hold
+    interruption_window_s: float = 3600.0
+
+    def __post_init__(self):
+        for name in ("ttl_s", "backoff", "max_ttl_s", "interruption_window_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                    or v < 0:
+                raise ValueError(f"availability.{name}: must be a finite number >= 0, got {v!r}")
+        if self.backoff < 1:
+            raise ValueError(f"availability.backoff: must be >= 1, got {self.backoff!r}")
+        if isinstance(self.failures_to_mark, bool) or not isinstance(self.failures_to_mark, int) \
+                or self.failures_to_mark < 1:
+            raise ValueError(f"availability.failures_to_mark: must be an integer >= 1, "
+                             f"got {self.failures_to_mark!r}")
+
+
+@dataclass
+class _Group:
+    until: float = -math.inf          # held out while now < until
+    strikes: int = 0                  # holds since the last launch that landed
+    errors: int = 0                   # plain launch errors in a row
+    interruptions: list = field(default_factory=list)   # times, ascending
+
+
+class AvailabilityMemory:
+    """See the module docstring."""
+
+    def __init__(self, options: AvailabilityOptions | None = None):
+        self.options = options or AvailabilityOptions()
+        self._groups: dict[str, _Group] = {}
+        self.counts = {"stockouts": 0, "launch_failures": 0, "holds": 0, "interruptions": 0}
+
+    def _g(self, group: str) -> _Group:
+        g = self._groups.get(group)
+        if g is None:
+            g = self._groups[group] = _Group()
+        return g
+
+    def refused(self, group: str, at_s: float, *, stockout: bool = True) -> None:
+        g = self._g(group)
+        o = self.options
+        if stockout:
+            self.counts["stockouts"] += 1
+        else:
+            self.counts["launch_failures"] += 1
+            g.errors += 1
+            if g.errors < o.failures_to_mark:
+                return
+        if at_s < g.until:
+            return                          # asked before the hold: already known
+        g.strikes += 1
+        g.errors = 0
+        g.until = at_s + min(o.ttl_s * o.backoff ** (g.strikes - 1), o.max_ttl_s)
+        self.counts["holds"] += 1
+
+    def succeeded(self, group: str, at_s: float) -> None:
+        g = self._groups.get(group)
+        if g is not None:
+            g.strikes = 0
+            g.errors = 0
+
+    def interrupted(self, group: str, at_s: float) -> None:
+        self._g(group).interruptions.append(float(at_s))
+        self.counts["interruptions"] += 1
+
+    def unavailable(self, now_s: float) -> frozenset:
+        """The groups held out at ``now_s``."""
+        return frozenset(n for n, g in self._groups.items() if now_s < g.until)
+
+    def held_until(self, group: str) -> float:
+        g = self._groups.get(group)
+        return g.until if g is not None else -math.inf
+
+    def interruptions(self, now_s: float) -> dict[str, int]:
+        """Interruptions per group over the last ``interruption_window_s`` (older
+        ones are forgotten)."""
+        lo = now_s - self.options.interruption_window_s
+        out = {}
+        for n, g in self._groups.items():
+            g.interruptions = [t for t in g.interruptions if t > lo]
+            if g.interruptions:
+                out[n] = len(g.interruptions)
+        return out
