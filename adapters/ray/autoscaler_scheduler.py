@@ -63,6 +63,8 @@ class AutoscalerScheduler(EngineScheduler):
 
     mode = "engine"
     efficient_options = None       # mode "efficient": its EfficientOptions (None: defaults)
+    limits_setting = None          # VECSCHED_LIMITS (capacity_settings.py): Limits or None
+    availability_setting = None    # VECSCHED_AVAILABILITY: AvailabilityOptions, False or None
     stats_path: Optional[str] = None
     built = 0                      # instances built in this process (the Autoscaler builds one)
     _latest = None                 # weak reference to the last one built (the collector's)
@@ -74,6 +76,9 @@ class AutoscalerScheduler(EngineScheduler):
         if self.mode == "efficient":
             kwargs.setdefault("mode", "efficient")
             kwargs.setdefault("options", self.efficient_options)
+        if self.mode in ("engine", "efficient"):
+            kwargs.setdefault("limits", self.limits_setting)
+            kwargs.setdefault("availability", self.availability_setting)
         super().__init__(event_logger, warm=False, **kwargs)
         type(self).built += 1
         self.counters: Counter = Counter()

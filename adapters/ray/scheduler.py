@@ -1,6 +1,7 @@
 """EngineScheduler: a drop-in for Ray 2.60's ResourceDemandScheduler."""
 from __future__ import annotations
 
+import copy
 import gc
 import logging
 import time
@@ -14,8 +15,10 @@ from ray.autoscaler.v2.scheduler import (ResourceDemandScheduler, SchedulingRepl
 
 from vecsched.engine import schedule
 from vecsched.engine.schedule import MODES
+from vecsched.engine.tick import AvailabilityMemory, AvailabilityOptions, Limits, get
 
 from . import wire
+from .availability import CloudAnswers, apply
 from .codec import SpecCache, decode, encode
 
 logger = logging.getLogger(__name__)
@@ -35,20 +38,38 @@ class EngineScheduler(ResourceDemandScheduler):
     ``"efficient"`` (``vecsched.engine.efficient``: chosen for cost, not Ray-exact; it
     cancels unneeded pending nodes itself, so Ray's pending-idle tracking is not
     run), with ``options`` its ``EfficientOptions`` (e.g. the worker groups'
-    prices); it is ``engine_mode``. The last tick's plan is ``last_plan``.
+    prices); it is ``engine_mode``. ``"baseline"``: the first-fit-decreasing
+    yardstick. The last tick's plan is ``last_plan``.
+
+    ``limits`` (``vecsched.engine.tick.Limits``, any mode): caps on resource totals
+    and cost per hour (docs/capacity.md); with none, ray-compat is Ray's exactly.
+    ``availability``: the efficient mode and the baseline keep an availability
+    memory (``vecsched.engine.tick.AvailabilityMemory``) of the groups the cloud
+    refused, read from the request's instance records (``availability.CloudAnswers``)
+    and held out of launches for a while; pass ``AvailabilityOptions`` to tune it,
+    ``False`` to turn it off. Ray-compat reads Ray's own availability scores.
     """
 
     def __init__(self, event_logger=None, *, new_id: Optional[Callable[[], str]] = None,
                  now_ns: Optional[Callable[[], int]] = None,
                  monotonic: Optional[Callable[[], float]] = None, warm: bool = True,
-                 mode: str = "ray-compat", options=None):
+                 mode: str = "ray-compat", options=None, limits: Optional[Limits] = None,
+                 availability=None):
         if mode not in MODES:
             raise ValueError(f"mode: unknown scheduling mode {mode!r}; available: {MODES}")
         if options is not None and mode != "efficient":
             raise ValueError("options: only mode='efficient' takes options")
+        if limits is not None and not isinstance(limits, Limits):
+            raise ValueError(f"limits: expected vecsched.engine.tick.Limits, got {limits!r}")
         super().__init__(event_logger)
         self.engine_mode = mode     # ``mode`` is the installed subclass's engine / shadow
         self._options = options
+        self.limits = limits
+        self.memory = None
+        if availability is not False and get(mode).reads_memory:
+            self.memory = AvailabilityMemory(availability if isinstance(
+                availability, AvailabilityOptions) else None)
+        self._answers = CloudAnswers()
         self._stability = _stability_window() if mode == "efficient" else None
         self._drains = _drain_memory() if mode == "efficient" else None
         self._quiet = _quiet_window() if mode == "efficient" else None
@@ -86,14 +107,18 @@ class EngineScheduler(ResourceDemandScheduler):
         t0 = time.perf_counter()
         decoded = decode(request, self._specs)
         t1 = time.perf_counter()
-        if self.engine_mode == "efficient":
-            tracking = False
-            opts = self._efficient_options(decoded)
-            plan = schedule(decoded.problem, mode="efficient", options=opts)
-        else:
+        memory, events = self._read_answers(request)
+        unavailable = memory.unavailable(self._now_ns() / 1e9) if memory is not None else ()
+        opts = None
+        if self.engine_mode == "ray-compat":
             tracking = request.pending_idle_timeout_s is not None
             plan = schedule(decoded.problem, pending_since=self._pending_since,
-                            now_s=self._monotonic() if tracking else 0.0)
+                            now_s=self._monotonic() if tracking else 0.0, limits=self.limits)
+        else:
+            tracking = False
+            opts = self._efficient_options(decoded) if self.engine_mode == "efficient" else None
+            plan = schedule(decoded.problem, mode=self.engine_mode, options=opts,
+                            limits=self.limits, unavailable=unavailable)
         t2 = time.perf_counter()
         reply = encode(decoded, plan, new_id=self._new_id, now_ns=self._now_ns)
         t3 = time.perf_counter()
@@ -103,6 +128,10 @@ class EngineScheduler(ResourceDemandScheduler):
         self._specs = decoded.cache
         self.last_plan = plan
         self.stats["engine_ticks"] += 1
+        if memory is not None:
+            self.memory = memory
+            self._answers.commit(events, (ai.im_instance.instance_id for ai in
+                                          request.current_instances if ai.im_instance))
         if tracking:
             self._pending_since = plan.pending_since
         if self._drains is not None:
@@ -126,6 +155,16 @@ class EngineScheduler(ResourceDemandScheduler):
             except Exception:
                 logger.exception("Failed to emit event logs.")
         return reply
+
+    def _read_answers(self, request):
+        """(the memory after this tick's answers, the answers): a copy, kept only once
+        the tick succeeds (a failed tick leaves the scheduler's state as it was)."""
+        if self.memory is None:
+            return None, []
+        events = self._answers.scan(request.current_instances, self._now_ns() / 1e9)
+        memory = copy.deepcopy(self.memory) if events else self.memory
+        apply(memory, events)
+        return memory, events
 
     def _efficient_options(self, decoded):
         """This tick's efficient options: the caller's, with what the memory across
