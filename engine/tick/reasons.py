@@ -41,7 +41,13 @@ def holders(p: Problem, rows) -> tuple[np.ndarray, np.ndarray]:
 def why_rows(p: Problem, rows, capped: bool) -> np.ndarray:
     """(n,) i1 the reason of each request row in ``rows`` that kept units unplaced;
     ``capped``: the cluster's ``max_num_nodes`` was reached."""
-    fits, labelled = holders(p, rows)
+    return classify(*holders(p, rows), capped)
+
+
+def classify(fits: np.ndarray, labelled: np.ndarray, capped: bool) -> np.ndarray:
+    """(n,) i1 the reasons of rows whose holders are ``fits`` / ``labelled`` ((n, T),
+    as ``holders`` returns them; ray-compat tests its derived rows' selectors with
+    its own kernel and hands the result here)."""
     return np.where(~fits.any(axis=1), Why.NO_NODE_TYPE_FITS,
                     np.where(~labelled.any(axis=1), Why.NO_LABEL_MATCH,
                              Why.MAX_NUM_NODES if capped else Why.MAX_WORKERS)).astype(np.int8)
@@ -86,4 +92,4 @@ def refine(p: Problem, plan: Plan, held: np.ndarray, limited: np.ndarray):
     return why, gang_why, int(blocked)
 
 
-__all__ = ["holders", "why_rows", "refine"]
+__all__ = ["classify", "holders", "why_rows", "refine"]

@@ -48,7 +48,7 @@ def _gangs_valid(p, plan, where):
 
 
 def test_mode_is_listed_and_options_only_for_it():
-    assert MODES == ("ray-compat", "efficient")
+    assert MODES == ("ray-compat", "efficient", "baseline")
     p = plain_tick(0, units=10)
     with pytest.raises(ValueError, match="options"):
         schedule(p, options=EfficientOptions())
