@@ -92,6 +92,8 @@ class AutoscalerScheduler(EngineScheduler):
         self.decisions: Counter = Counter()   # (kind, cause, node_type) -> n
         self.ray_decided: Counter = Counter()  # reason -> ticks
         self.infeasible_now: Counter = Counter()
+        self.limits_now: dict = {}            # the last engine tick's limits (docs/capacity.md)
+        self.held_out_now: list = []          # groups the availability memory held out
         self._started = time.time()
         AutoscalerScheduler._latest = weakref.ref(self)   # one per monitor process
         self._shadow = EngineScheduler(None, warm=False) if self.mode == "shadow" else None
@@ -240,6 +242,9 @@ class AutoscalerScheduler(EngineScheduler):
         with self.lock:
             self.decisions.update(decided)
             self.infeasible_now = infeasible
+            if plan is not None:
+                self.limits_now = dict(plan.stats.get("limits", {}))
+                self.held_out_now = list(plan.stats.get("held_out", []))
             if reason is not None:
                 self.ray_decided[reason] += 1
 
@@ -260,6 +265,8 @@ class AutoscalerScheduler(EngineScheduler):
                 "decisions": dict(self.decisions),
                 "ray_decided": dict(self.ray_decided),
                 "infeasible_now": dict(self.infeasible_now),
+                "limits_now": {k: dict(v) for k, v in self.limits_now.items()},
+                "held_out_now": list(self.held_out_now),
                 "warmup_ready": self.warmup.ready(),
                 "warmup_s": self.warmup_s,
                 "warmup_failed": self.warmup.error is not None,
