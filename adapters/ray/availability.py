@@ -5,7 +5,7 @@ Two readers of the same records:
 - ``CloudAnswers`` feeds vecsched's availability memory
   (``vecsched.engine.tick.AvailabilityMemory``) for the policies that read it (the
   efficient mode, the baseline). Ray's reconciler hands the scheduler every
-  instance record it keeps, failed ones included (docs/ray-semantics.md §13): an
+  instance record it keeps, failed ones included (docs/ray-semantics.md §14): an
   ALLOCATION_FAILED record is a refused launch (a stock-out when its details say
   the cloud lacked capacity, else a plain launch error), an ALLOCATION_TIMEOUT
   record a launch the cloud accepted but never delivered (a KubeRay pod left
@@ -14,7 +14,7 @@ Two readers of the same records:
   (a spot instance taken back). Each record is read once, at the time of its
   transition.
 - ``RayCloudMonitor`` derives the two availability maps Ray 2.60's own
-  ``CloudResourceMonitor`` hands its scheduler, in our words (§13): it learns
+  ``CloudResourceMonitor`` hands its scheduler, in our words (§14): it learns
   only from ALLOCATION_TIMEOUT (unavailable at that time) and RAY_RUNNING (the
   type is forgotten). The trace replay uses it to give Ray's scheduler and the
   engine in ray-compat the inputs Ray's reconciler would.
@@ -102,7 +102,7 @@ def apply(memory, events: list) -> None:
 
 class RayCloudMonitor:
     """Ray 2.60's two availability maps, derived as its ``CloudResourceMonitor``
-    derives them (docs/ray-semantics.md §13), on an injected clock.
+    derives them (docs/ray-semantics.md §14), on an injected clock.
 
     ``timeout(group, at_s)``: an instance of the group reached ALLOCATION_TIMEOUT at
     ``at_s``; ``running(group)``: one reached RAY_RUNNING (the group is forgotten).

@@ -22,7 +22,7 @@ trace replay, the KubeRay side-car) and tells it what the cloud answered:
 ``unavailable(now_s)`` is the set of groups held out at ``now_s``; the efficient
 mode and the baseline do not launch them that tick (``vecsched.engine.tick.seam``)
 and fall back to the next group that fits. Ray-compat never reads this memory: it
-reads Ray's own availability scores (docs/ray-semantics.md §13).
+reads Ray's own availability scores (docs/ray-semantics.md §14).
 
 Pure and deterministic: every time is a number the caller passes (its clock), no
 wall clock is read, and the same calls give the same answers.
