@@ -9,7 +9,8 @@ Two readers of the same records:
   ALLOCATION_FAILED record is a refused launch (a stock-out when its details say
   the cloud lacked capacity, else a plain launch error), an ALLOCATION_TIMEOUT
   record a launch the cloud accepted but never delivered (a KubeRay pod left
-  Pending: a stock-out), a RAY_RUNNING record a launch that landed, and a
+  Pending: a stock-out; with ``pending_stockout_s`` an ALLOCATED record older than
+  that counts already, once: Ray's own timeout is an hour), a RAY_RUNNING record a launch that landed, and a
   RAY_STOPPED record whose ray node was never asked to stop an interruption
   (a spot instance taken back). Each record is read once, at the time of its
   transition.
@@ -60,6 +61,7 @@ class CloudAnswers:
     the tick succeeded, so a failed tick reads them again."""
     failed: set = field(default_factory=set)       # ids read as refused or interrupted
     running: set = field(default_factory=set)      # ids read as landed
+    pending_stockout_s: float | None = None        # ALLOCATED this long: a stock-out
 
     def scan(self, instances, now_s: float) -> list[tuple]:
         """[(kind, group, at_s, stockout)] with kind refused / landed / interrupted."""
@@ -79,6 +81,11 @@ class CloudAnswers:
             elif st == Status.RAY_STOPPED and iid not in self.failed and _interrupted(im):
                 at, _ = _entered(im, st, now_s)
                 out.append(("interrupted", im.instance_type, at, False, iid))
+            elif (st == Status.ALLOCATED and self.pending_stockout_s is not None
+                  and iid not in self.failed):
+                at, _ = _entered(im, st, now_s)
+                if now_s - at >= self.pending_stockout_s:
+                    out.append(("refused", im.instance_type, now_s, True, iid))
         return out
 
     def commit(self, events: list, present_ids) -> None:

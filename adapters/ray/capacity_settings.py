@@ -81,4 +81,22 @@ def availability_from_env(raw: Optional[str] = None):
         raise InstallError(f"{ENV_AVAILABILITY}: {e}; nothing was installed") from None
 
 
-__all__ = ["ENV_LIMITS", "ENV_AVAILABILITY", "limits_from_env", "availability_from_env"]
+# A KubeRay worker pod Pending this long counts as a stock-out (the node pool could not
+# grow); Ray's own ALLOCATION_TIMEOUT comes only after allocate_status_timeout_s (1 h).
+KUBERAY_PENDING_STOCKOUT_S = 300.0
+
+
+def for_kuberay(setting):
+    """The availability setting of the KubeRay side-car: ``setting`` (from
+    ``VECSCHED_AVAILABILITY``) with ``pending_stockout_s`` defaulting to
+    ``KUBERAY_PENDING_STOCKOUT_S``; ``False`` (off) stays off."""
+    from vecsched.engine.tick import AvailabilityOptions
+    if setting is False:
+        return False
+    base = setting if isinstance(setting, AvailabilityOptions) else AvailabilityOptions()
+    if base.pending_stockout_s is None:
+        base = dataclasses.replace(base, pending_stockout_s=KUBERAY_PENDING_STOCKOUT_S)
+    return base
+
+
+__all__ = ["ENV_LIMITS", "KUBERAY_PENDING_STOCKOUT_S", "for_kuberay", "ENV_AVAILABILITY", "limits_from_env", "availability_from_env"]

@@ -69,7 +69,8 @@ class EngineScheduler(ResourceDemandScheduler):
         if availability is not False and get(mode).reads_memory:
             self.memory = AvailabilityMemory(availability if isinstance(
                 availability, AvailabilityOptions) else None)
-        self._answers = CloudAnswers()
+        self._answers = CloudAnswers(
+            pending_stockout_s=self.memory.options.pending_stockout_s if self.memory else None)
         self._stability = _stability_window() if mode == "efficient" else None
         self._drains = _drain_memory() if mode == "efficient" else None
         self._quiet = _quiet_window() if mode == "efficient" else None

@@ -41,10 +41,17 @@ class AvailabilityOptions:
     max_ttl_s: float = 1800.0
     failures_to_mark: int = 3         # plain launch errors in a row before a hold
     interruption_window_s: float = 3600.0
+    # An instance the cloud accepted but left unusable this long (a KubeRay pod Pending
+    # for lack of room) counts as a stock-out once; None: only the instance manager's
+    # own ALLOCATION_TIMEOUT does. The KubeRay side-car sets 300 s.
+    pending_stockout_s: float | None = None
 
     def __post_init__(self):
-        for name in ("ttl_s", "backoff", "max_ttl_s", "interruption_window_s"):
+        for name in ("ttl_s", "backoff", "max_ttl_s", "interruption_window_s",
+                     "pending_stockout_s"):
             v = getattr(self, name)
+            if v is None and name == "pending_stockout_s":
+                continue
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
                     or v < 0:
                 raise ValueError(f"availability.{name}: must be a finite number >= 0, got {v!r}")

@@ -205,3 +205,23 @@ def test_limits_and_availability_from_the_environment(tmp_path):
         availability_from_env(raw='{"ttl": 3}')
     with pytest.raises(InstallError, match="availability.backoff"):
         availability_from_env(raw='{"backoff": 0.5}')
+
+
+def test_a_pod_pending_past_the_timeout_is_a_stockout_once():
+    answers = CloudAnswers(pending_stockout_s=300.0)
+    req = _request([("g8", Instance.ALLOCATED, 100.0, "")])
+    assert [e[0] for e in answers.scan(req.current_instances, 350.0)] == ["landed"]  # the head
+    ev = answers.scan(req.current_instances, 400.0)
+    assert [(e[0], e[1], e[3]) for e in ev if e[0] == "refused"] == [("refused", "g8", True)]
+    answers.commit(ev, ["head", "f0"])
+    assert answers.scan(req.current_instances, 900.0) == []
+
+
+def test_the_kuberay_sidecar_counts_long_pending_pods_as_stockouts():
+    from vecsched.adapters.ray.capacity_settings import KUBERAY_PENDING_STOCKOUT_S, for_kuberay
+    assert for_kuberay(None).pending_stockout_s == KUBERAY_PENDING_STOCKOUT_S
+    assert for_kuberay(False) is False
+    mine = for_kuberay(AvailabilityOptions(ttl_s=60, pending_stockout_s=120))
+    assert (mine.ttl_s, mine.pending_stockout_s) == (60, 120)
+    s = EngineScheduler(mode="efficient", warm=False, availability=for_kuberay(None))
+    assert s._answers.pending_stockout_s == KUBERAY_PENDING_STOCKOUT_S
