@@ -1,0 +1,161 @@
+"""When the simulated cloud says no, in a replay: per-group cloud behaviour, the
+cloud's answers handed to the schedulers, the user's limits, and what is measured.
+
+- **Per worker group** (``GroupCloud``; the worker-group table's optional columns
+  ``capacity``, ``capacity_schedule``, ``launch_failure_rate``, ``spot``,
+  ``interruption_rate_per_h``, and ``vecsched replay --capacity GROUP=N``): the live
+  instances the cloud will give (None: unlimited; a schedule changes it over time:
+  ``"0:10,600:2,1800:none"`` = 10 from t = 0, 2 from 600 s, unlimited from 1800 s), the
+  share of launch calls that error, and for a spot group the rate (per instance-hour)
+  at which running instances are taken back. A launch over capacity is a stock-out:
+  the record goes to ALLOCATION_FAILED with the cloud's capacity error in its details.
+- **The answers** (``CloudFeed``): every tick, the records that failed, landed or were
+  taken back since the last tick, as the instance records Ray's reconciler hands its
+  scheduler (``Instance`` messages with their status history and details). They go
+  into the request of the engine-backed schedulers (``EngineScheduler`` keeps its
+  availability memory from them, as inside Ray), into the baseline's memory, and into
+  ``RayCloudMonitor``, which derives Ray's two availability maps (docs/ray-semantics.md
+  §14) for every scheduler's request, Ray's own included.
+- **Limits** (``vecsched replay --limit RESOURCE=N``, ``GROUP/RESOURCE=N`` for one
+  group; ``cost_per_hour`` priced by the worker groups): handed to the engine-backed
+  schedulers and the baseline (Ray's own scheduler has none).
+- **Measured** (``CapacityMetrics``): ``stockouts``, ``launch_failures`` and
+  ``interruptions`` (the cloud's answers), ``peak_asked`` (per resource, the peak over
+  ticks of the totals of every instance from QUEUED to running, after the tick's
+  launches; ``cost_per_hour`` from the prices), ``limit_violations`` (limits that peak
+  exceeded) and ``limit_blocked_ticks`` (ticks on which a limit held demand back).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Mapping, Optional
+
+from vecsched.engine.model.dtypes import Status
+from vecsched.engine.tick import COST, Limits
+
+S = Status
+_ASKED = (S.QUEUED, S.REQUESTED, S.ALLOCATED, S.RAY_INSTALLING, S.RAY_RUNNING,
+          S.RAY_STOP_REQUESTED)                # from QUEUED to running
+_ANSWERS = (S.ALLOCATION_FAILED, S.ALLOCATION_TIMEOUT, S.RAY_RUNNING, S.RAY_STOPPED)
+
+
+@dataclass(frozen=True)
+class GroupCloud:
+    """How the simulated cloud treats one worker group (None: the replay's default)."""
+    capacity: Optional[int] = None
+    schedule: tuple = ()                    # ((from_s, capacity or None), ...) ascending
+    launch_failure_rate: Optional[float] = None
+    spot: bool = False
+    interruption_rate_per_h: Optional[float] = None
+
+    def __post_init__(self):
+        if self.capacity is not None and (not isinstance(self.capacity, int)
+                                          or isinstance(self.capacity, bool)
+                                          or self.capacity < 0):
+            raise ValueError(f"capacity must be an integer >= 0 or None, got {self.capacity!r}")
+        for name, hi in (("launch_failure_rate", 1.0), ("interruption_rate_per_h", math.inf)):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)
+                                  or not 0 <= v <= hi):
+                raise ValueError(f"{name} must be within [0, {hi:g}], got {v!r}")
+        times = [t for t, _ in self.schedule]
+        if times != sorted(times) or any(t < 0 for t in times):
+            raise ValueError(f"capacity schedule: times must be >= 0 and ascending, got {times}")
+
+    def capacity_at(self, t_s: float) -> Optional[int]:
+        cap = self.capacity
+        for at, c in self.schedule:
+            if at <= t_s:
+                cap = c
+        return cap
+
+
+def parse_schedule(text: str, where: str) -> tuple:
+    """``"0:10,600:2,1800:none"`` -> ((0.0, 10), (600.0, 2), (1800.0, None))."""
+    out = []
+    for part in str(text).split(","):
+        t, sep, c = part.strip().partition(":")
+        try:
+            at = float(t)
+            cap = None if c.strip().lower() in ("", "none", "null") else int(c)
+        except ValueError:
+            raise ValueError(f"{where}: {part!r} is not TIME:CAPACITY (e.g. 600:2)") from None
+        if not sep or not math.isfinite(at) or at < 0 or (cap is not None and cap < 0):
+            raise ValueError(f"{where}: {part!r} is not TIME:CAPACITY with TIME >= 0 and "
+                             f"CAPACITY >= 0 or none")
+        out.append((at, cap))
+    return tuple(sorted(out, key=lambda x: x[0]))
+
+
+def parse_capacity(text: str) -> tuple[str, GroupCloud]:
+    """``GROUP=N`` or ``GROUP=TIME:N,TIME:N`` (``--capacity``)."""
+    group, sep, value = str(text).partition("=")
+    if not sep or not group.strip():
+        raise ValueError(f"--capacity {text!r}: expected GROUP=N or GROUP=TIME:N,...")
+    value = value.strip()
+    if ":" in value:
+        return group.strip(), GroupCloud(schedule=parse_schedule(value, f"--capacity {text!r}"))
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"--capacity {text!r}: N must be a whole number >= 0") from None
+    if n < 0:
+        raise ValueError(f"--capacity {text!r}: N must be >= 0")
+    return group.strip(), GroupCloud(capacity=n)
+
+
+def parse_limit(text: str) -> tuple[Optional[str], str, float]:
+    """``RESOURCE=N`` (cluster-wide) or ``GROUP/RESOURCE=N`` (``--limit``)."""
+    name, sep, value = str(text).partition("=")
+    try:
+        v = float(value)
+    except ValueError:
+        v = float("nan")
+    if not sep or not name.strip() or not math.isfinite(v) or v < 0:
+        raise ValueError(f"--limit {text!r}: expected RESOURCE=N (or GROUP/RESOURCE=N) with "
+                         f"N a number >= 0; {COST} is the cost per hour")
+    group, slash, res = name.strip().rpartition("/")
+    return (group if slash else None), res, v
+
+
+def limits_of(items, prices: Mapping[str, Optional[float]]) -> Optional[Limits]:
+    """The ``Limits`` of parsed ``--limit`` items, priced by the worker groups."""
+    if not items:
+        return None
+    total, per = {}, {}
+    for group, res, v in items:
+        (total if group is None else per.setdefault(group, {}))[res] = v
+    return Limits(total=total, per_group=per,
+                  prices={k: float(p) for k, p in prices.items() if p is not None})
+
+
+def sim_types(groups: Mapping[str, GroupCloud], default, names) -> dict:
+    """``SimNodeType`` per worker group in ``names``: the replay's default with the
+    group's own behaviour (its capacity at t = 0)."""
+    out = {}
+    for name in names:
+        g = groups.get(name)
+        if g is None:
+            continue
+        out[name] = replace(
+            default, capacity=g.capacity_at(0.0),
+            launch_failure_rate=(default.launch_failure_rate if g.launch_failure_rate is None
+                                 else float(g.launch_failure_rate)),
+            preemption_rate_per_h=(default.preemption_rate_per_h
+                                   if g.interruption_rate_per_h is None
+                                   else float(g.interruption_rate_per_h)))
+    return out
+
+
+def apply_schedules(cloud, groups: Mapping[str, GroupCloud], now_s: float) -> None:
+    """The capacity schedules at ``now_s``, into the simulated cloud's types."""
+    for name, g in groups.items():
+        if g.schedule and name in cloud.types:
+            cap = g.capacity_at(now_s)
+            if cloud.types[name].capacity != cap:
+                cloud.types[name] = replace(cloud.types[name], capacity=cap)
+
+
+__all__ = ["GroupCloud", "apply_schedules", "limits_of", "parse_capacity", "parse_limit",
+           "parse_schedule", "sim_types"]
