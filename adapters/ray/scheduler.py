@@ -118,6 +118,7 @@ class EngineScheduler(ResourceDemandScheduler):
         else:
             tracking = False
             opts = self._efficient_options(decoded) if self.engine_mode == "efficient" else None
+            opts = _spot_priced(opts, memory, decoded.problem, self._now_ns() / 1e9)
             plan = schedule(decoded.problem, mode=self.engine_mode, options=opts,
                             limits=self.limits, unavailable=unavailable)
         t2 = time.perf_counter()
@@ -178,6 +179,21 @@ class EngineScheduler(ResourceDemandScheduler):
         opts = self._stability.options_for(p, keys, self._options, now, self._now_ns())
         opts = self._drains.options_for(p, lambda i: _instance_key(decoded, i), opts)
         return self._quiet.options_for(p, keys, opts, now, restarted=self._drains.ended > 0)
+
+
+def _spot_priced(opts, memory, p, now_s: float):
+    """The efficient options with each group's recent interruptions priced in (the
+    availability memory's ``interruption_prices``); unchanged without prices."""
+    if opts is None or not opts.prices or memory is None:
+        return opts
+    import dataclasses
+
+    from vecsched.engine.model.dtypes import Status
+    running = {}
+    for t in p.node_type[p.node_status == Status.RAY_RUNNING].tolist():
+        running[p.type_names[t]] = running.get(p.type_names[t], 0) + 1
+    prices = memory.interruption_prices(dict(opts.prices), running, now_s)
+    return opts if prices == opts.prices else dataclasses.replace(opts, prices=prices)
 
 
 class _Once:

@@ -41,6 +41,10 @@ class AvailabilityOptions:
     max_ttl_s: float = 1800.0
     failures_to_mark: int = 3         # plain launch errors in a row before a hold
     interruption_window_s: float = 3600.0
+    # What one interruption costs, in hours of the group's price (the work it loses, the
+    # new node's boot): the efficient mode prices a group interrupted n times over the
+    # window at price x (1 + rate x this), rate = n / (window hours x its running nodes).
+    interruption_cost_h: float = 1.0
     # An instance the cloud accepted but left unusable this long (a KubeRay pod Pending
     # for lack of room) counts as a stock-out once; None: only the instance manager's
     # own ALLOCATION_TIMEOUT does. The KubeRay side-car sets 300 s.
@@ -48,7 +52,7 @@ class AvailabilityOptions:
 
     def __post_init__(self):
         for name in ("ttl_s", "backoff", "max_ttl_s", "interruption_window_s",
-                     "pending_stockout_s"):
+                     "pending_stockout_s", "interruption_cost_h"):
             v = getattr(self, name)
             if v is None and name == "pending_stockout_s":
                 continue
@@ -115,6 +119,22 @@ class AvailabilityMemory:
     def unavailable(self, now_s: float) -> frozenset:
         """The groups held out at ``now_s``."""
         return frozenset(n for n, g in self._groups.items() if now_s < g.until)
+
+    def interruption_prices(self, prices: dict, running: dict, now_s: float) -> dict:
+        """``prices`` (group -> price per node-hour) with each group's recent
+        interruptions priced in (``AvailabilityOptions.interruption_cost_h``);
+        ``running``: group -> its running nodes now."""
+        hits = self.interruptions(now_s)
+        o = self.options
+        if not hits or o.interruption_window_s <= 0:
+            return prices
+        out = dict(prices)
+        hours = o.interruption_window_s / 3600.0
+        for g, n in hits.items():
+            if g in out and out[g] is not None:
+                rate = n / (hours * max(1, running.get(g, 0)))
+                out[g] = float(out[g]) * (1.0 + rate * o.interruption_cost_h)
+        return out
 
     def held_until(self, group: str) -> float:
         g = self._groups.get(group)

@@ -225,3 +225,33 @@ def test_the_kuberay_sidecar_counts_long_pending_pods_as_stockouts():
     assert (mine.ttl_s, mine.pending_stockout_s) == (60, 120)
     s = EngineScheduler(mode="efficient", warm=False, availability=for_kuberay(None))
     assert s._answers.pending_stockout_s == KUBERAY_PENDING_STOCKOUT_S
+
+
+def test_the_efficient_mode_prices_spot_interruptions_in():
+    """A spot twin at 5/h beats its on-demand twin at 8/h until it is interrupted
+    often: with 3 interruptions in the last hour and no node of it running it costs
+    5 x (1 + 3 / 1 x 1) = 20/h and the on-demand group is chosen."""
+    from ray.autoscaler.v2.schema import AutoscalerInstance
+    from vecsched.engine.efficient import EfficientOptions
+    types = [NodeTypeSpec("s8", G8, max_workers=10), NodeTypeSpec("g8", G8, max_workers=10),
+             NodeTypeSpec("head", {"CPU": 2.0}, max_workers=0)]
+    now = {"s": 5000.0}
+    s = EngineScheduler(mode="efficient", warm=False, now_ns=lambda: int(now["s"] * 1e9),
+                        options=EfficientOptions(prices={"s8": 5.0, "g8": 8.0, "head": 1.0}))
+
+    def req(stopped=0):
+        head = NodeSpec("head", Status.RAY_RUNNING, 1, {"CPU": 2.0}, {"CPU": 2.0},
+                        ray_node_id="h")
+        r = scheduling_request(types, [head], [RequestSpec({"GPU": 8.0}, 1)], ids=["head"])
+        for i in range(stopped):
+            im = Instance(instance_id=f"x{i}", instance_type="s8", status=Instance.RAY_STOPPED)
+            for st, t in ((Instance.RAY_RUNNING, 4000.0 + i), (Instance.RAY_STOPPED, 4001.0 + i)):
+                im.status_history.add(instance_status=st, timestamp_ns=int(t * 1e9))
+            r.current_instances.append(AutoscalerInstance(im_instance=im))
+        return r
+
+    assert set(_launches(s.schedule(req()))) == {"s8"}
+    assert set(_launches(s.schedule(req(stopped=3)))) == {"g8"}
+    assert s.memory.counts["interruptions"] == 3
+    now["s"] = 4000.0 + 3600.0 + 10.0                     # the window passed
+    assert set(_launches(s.schedule(req()))) == {"s8"}
