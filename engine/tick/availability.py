@@ -10,12 +10,14 @@ trace replay, the KubeRay side-car) and tells it what the cloud answered:
   a hold has expired (the retry failed too) doubles the hold (``backoff``), up to
   ``max_ttl_s``. Refusals that arrive while a hold is on (launches asked before the
   hold) neither extend nor escalate it.
-- ``refused(group, at_s, stockout=False)``: a plain launch error. Clouds fail calls
-  for many reasons that say nothing about capacity, so a group is held out only
-  after ``failures_to_mark`` such errors in a row without a launch landing in
-  between; then as a stock-out.
-- ``succeeded(group, at_s)``: a launch of the group landed: its escalation and its
-  error streak start over (an active hold runs out on its own).
+- ``refused(group, at_s, stockout=False)``: a launch error that does not say it is
+  about capacity. Clouds fail calls for many reasons that say nothing about capacity
+  (and Ray's adapter of a node provider drops the cloud's error text: docs/capacity.md),
+  so such a group is held out only for ``error_ttl_s`` (30 s: a few ticks), doubled
+  on each failed retry like a stock-out; a group that keeps failing is held out
+  longer and longer, one that failed once by chance is back soon.
+- ``succeeded(group, at_s)``: a launch of the group landed: its escalation starts
+  over (an active hold runs out on its own).
 - ``interrupted(group, at_s)``: a (spot) instance of the group was taken back;
   ``interruptions(now_s)`` counts them over the last ``interruption_window_s``.
 
@@ -39,7 +41,8 @@ class AvailabilityOptions:
     ttl_s: float = 180.0              # Karpenter's unavailable-offerings TTL (3 minutes)
     backoff: float = 2.0              # each failed retry multiplies the hold
     max_ttl_s: float = 1800.0
-    failures_to_mark: int = 3         # plain launch errors in a row before a hold
+    error_ttl_s: float = 30.0         # the first hold after a launch error that does not
+                                      # name capacity (0: such errors never hold a group)
     interruption_window_s: float = 3600.0
     # What one interruption costs, in hours of the group's price (the work it loses, the
     # new node's boot): the efficient mode prices a group interrupted n times over the
@@ -52,7 +55,7 @@ class AvailabilityOptions:
 
     def __post_init__(self):
         for name in ("ttl_s", "backoff", "max_ttl_s", "interruption_window_s",
-                     "pending_stockout_s", "interruption_cost_h"):
+                     "pending_stockout_s", "interruption_cost_h", "error_ttl_s"):
             v = getattr(self, name)
             if v is None and name == "pending_stockout_s":
                 continue
@@ -61,17 +64,12 @@ class AvailabilityOptions:
                 raise ValueError(f"availability.{name}: must be a finite number >= 0, got {v!r}")
         if self.backoff < 1:
             raise ValueError(f"availability.backoff: must be >= 1, got {self.backoff!r}")
-        if isinstance(self.failures_to_mark, bool) or not isinstance(self.failures_to_mark, int) \
-                or self.failures_to_mark < 1:
-            raise ValueError(f"availability.failures_to_mark: must be an integer >= 1, "
-                             f"got {self.failures_to_mark!r}")
 
 
 @dataclass
 class _Group:
     until: float = -math.inf          # held out while now < until
     strikes: int = 0                  # holds since the last launch that landed
-    errors: int = 0                   # plain launch errors in a row
     interruptions: list = field(default_factory=list)   # times, ascending
 
 
@@ -92,25 +90,18 @@ class AvailabilityMemory:
     def refused(self, group: str, at_s: float, *, stockout: bool = True) -> None:
         g = self._g(group)
         o = self.options
-        if stockout:
-            self.counts["stockouts"] += 1
-        else:
-            self.counts["launch_failures"] += 1
-            g.errors += 1
-            if g.errors < o.failures_to_mark:
-                return
-        if at_s < g.until:
-            return                          # asked before the hold: already known
+        self.counts["stockouts" if stockout else "launch_failures"] += 1
+        base = o.ttl_s if stockout else o.error_ttl_s
+        if base <= 0 or at_s < g.until:
+            return                          # never held, or asked before the hold
         g.strikes += 1
-        g.errors = 0
-        g.until = at_s + min(o.ttl_s * o.backoff ** (g.strikes - 1), o.max_ttl_s)
+        g.until = at_s + min(base * o.backoff ** (g.strikes - 1), o.max_ttl_s)
         self.counts["holds"] += 1
 
     def succeeded(self, group: str, at_s: float) -> None:
         g = self._groups.get(group)
         if g is not None:
             g.strikes = 0
-            g.errors = 0
 
     def interrupted(self, group: str, at_s: float) -> None:
         self._g(group).interruptions.append(float(at_s))

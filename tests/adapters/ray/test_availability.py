@@ -142,14 +142,20 @@ def test_a_stocked_out_group_is_held_out_then_retried(mode):
     assert s.memory.counts["stockouts"] == 1     # each record is read once
 
 
-def test_plain_launch_errors_hold_a_group_only_after_three_in_a_row():
+def test_plain_launch_errors_hold_a_group_briefly_and_longer_when_repeated():
     now = {"s": 1000.0}
     s = EngineScheduler(mode="baseline", now_ns=lambda: int(now["s"] * 1e9), warm=False)
-    errs = [("g8", Instance.ALLOCATION_FAILED, 990.0 + i, "launch failed: quota") for i in range(3)]
-    s.schedule(_request(errs[:2]))
-    assert "held_out" not in s.last_plan.stats
+    errs = [("g8", Instance.ALLOCATION_FAILED, 990.0 + 40 * i, "launch failed: quota")
+            for i in range(2)]
+    s.schedule(_request(errs[:1]))
+    assert s.last_plan.stats["held_out"] == ["g8"]          # 990 + 30 s
+    now["s"] = 1021.0
+    assert "held_out" not in (s.schedule(_request(errs[:1])) and s.last_plan.stats)
+    now["s"] = 1031.0                                        # the retry failed at 1030
     s.schedule(_request(errs))
-    assert s.last_plan.stats["held_out"] == ["g8"]
+    assert s.memory.held_until("g8") == 1030.0 + 60.0       # doubled
+    assert s.memory.counts == {"stockouts": 0, "launch_failures": 2, "holds": 2,
+                               "interruptions": 0}
 
 
 def test_ray_compat_keeps_rays_decisions_whatever_failed():
