@@ -31,13 +31,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
-from vecsched.engine.model.dtypes import Status
+from vecsched.adapters.traces.schema import CLOUD_COLUMNS, capacity_schedule
 from vecsched.engine.tick import COST, Limits
-
-S = Status
-_ASKED = (S.QUEUED, S.REQUESTED, S.ALLOCATED, S.RAY_INSTALLING, S.RAY_RUNNING,
-          S.RAY_STOP_REQUESTED)                # from QUEUED to running
-_ANSWERS = (S.ALLOCATION_FAILED, S.ALLOCATION_TIMEOUT, S.RAY_RUNNING, S.RAY_STOPPED)
 
 
 @dataclass(frozen=True)
@@ -72,20 +67,27 @@ class GroupCloud:
 
 
 def parse_schedule(text: str, where: str) -> tuple:
-    """``"0:10,600:2,1800:none"`` -> ((0.0, 10), (600.0, 2), (1800.0, None))."""
-    out = []
-    for part in str(text).split(","):
-        t, sep, c = part.strip().partition(":")
-        try:
-            at = float(t)
-            cap = None if c.strip().lower() in ("", "none", "null") else int(c)
-        except ValueError:
-            raise ValueError(f"{where}: {part!r} is not TIME:CAPACITY (e.g. 600:2)") from None
-        if not sep or not math.isfinite(at) or at < 0 or (cap is not None and cap < 0):
-            raise ValueError(f"{where}: {part!r} is not TIME:CAPACITY with TIME >= 0 and "
-                             f"CAPACITY >= 0 or none")
-        out.append((at, cap))
-    return tuple(sorted(out, key=lambda x: x[0]))
+    """``"0:10,600:2,1800:none"`` -> ((0.0, 10), (600.0, 2), (1800.0, None)), the
+    worker-group table's ``capacity_schedule`` format."""
+    try:
+        return capacity_schedule(text)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def group_clouds(table) -> dict:
+    """``GroupCloud`` per worker group of a (validated) worker-group table that sets
+    any of its cloud columns."""
+    out = {}
+    for row in table.select(["type"] + list(CLOUD_COLUMNS)).to_pylist():
+        if all(row[k] is None for k in CLOUD_COLUMNS):
+            continue
+        sched = row["capacity_schedule"]
+        out[row["type"]] = GroupCloud(
+            capacity=row["capacity"], schedule=capacity_schedule(sched) if sched else (),
+            launch_failure_rate=row["launch_failure_rate"], spot=bool(row["spot"]),
+            interruption_rate_per_h=row["interruption_rate_per_h"])
+    return out
 
 
 def parse_capacity(text: str) -> tuple[str, GroupCloud]:
@@ -157,5 +159,5 @@ def apply_schedules(cloud, groups: Mapping[str, GroupCloud], now_s: float) -> No
                 cloud.types[name] = replace(cloud.types[name], capacity=cap)
 
 
-__all__ = ["GroupCloud", "apply_schedules", "limits_of", "parse_capacity", "parse_limit",
-           "parse_schedule", "sim_types"]
+__all__ = ["GroupCloud", "apply_schedules", "group_clouds", "limits_of", "parse_capacity",
+           "parse_limit", "parse_schedule", "sim_types"]

@@ -102,3 +102,15 @@ def test_feed_derives_rays_availability_maps_from_timeouts():
              NodeTypeSpec("c", {"CPU": 1.0})]
     got = {t.name: (t.availability, t.recoverable) for t in feed.availability_types(types, 205.0)}
     assert got == {"a": (0.5, 105 / 600), "b": (0.0, 0.0), "c": (1.0, 1.0)}
+
+
+def test_group_clouds_from_the_worker_group_table():
+    import pyarrow as pa
+    from vecsched.adapters.replay.capacity import group_clouds
+    from vecsched.adapters.traces.schema import validate_worker_groups
+    from tests.adapters.traces.test_group_cloud import _groups
+    t = validate_worker_groups(_groups(capacity=pa.array([None, 3], pa.int64()),
+                                       spot=pa.array([None, True]),
+                                       interruption_rate_per_h=pa.array([None, 0.2])))
+    assert group_clouds(t) == {"b": GroupCloud(capacity=3, spot=True,
+                                               interruption_rate_per_h=0.2)}
