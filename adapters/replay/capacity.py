@@ -90,6 +90,44 @@ def group_clouds(table) -> dict:
     return out
 
 
+def with_cloud(table, column: str, values: Mapping[str, object]):
+    """A worker-group table with ``column`` (a cloud column) set for the groups in
+    ``values`` (group -> value); other groups keep theirs."""
+    import pyarrow as pa
+    from vecsched.adapters.traces.schema import validate_worker_groups
+    table = validate_worker_groups(table)
+    unknown = sorted(set(values) - set(table.column("type").to_pylist()))
+    if unknown:
+        raise ValueError(f"{column}: no worker group named {', '.join(unknown)}")
+    old = table.column(column).to_pylist()
+    new = [values.get(t, o) for t, o in zip(table.column("type").to_pylist(), old)]
+    i = table.schema.get_field_index(column)
+    out = table.set_column(i, table.schema.field(i), pa.array(new, table.schema.field(i).type))
+    return validate_worker_groups(out)
+
+
+def spot_twins(table, discount: float, rate_per_h: float, suffix: str = "-spot"):
+    """The worker-group table plus, after its groups, a spot twin of each priced group:
+    the same shape, labels and bounds, named ``<group><suffix>``, priced ``discount``
+    x the group's price, ``spot`` and interrupted at ``rate_per_h`` per running
+    instance-hour."""
+    import pyarrow as pa
+    from vecsched.adapters.traces.schema import validate_worker_groups
+    if not 0 < discount <= 1 or not rate_per_h >= 0:
+        raise ValueError(f"spot twins: discount in (0, 1] and rate >= 0, got {discount!r}, "
+                         f"{rate_per_h!r}")
+    table = validate_worker_groups(table)
+    rows = table.to_pylist()
+    twins = []
+    for r in rows:
+        if r["price"] is None:
+            continue
+        twins.append(dict(r, type=r["type"] + suffix, price=r["price"] * discount, spot=True,
+                          interruption_rate_per_h=float(rate_per_h)))
+    out = pa.Table.from_pylist(rows + twins, schema=table.schema)
+    return validate_worker_groups(out.replace_schema_metadata(table.schema.metadata))
+
+
 def parse_capacity(text: str) -> tuple[str, GroupCloud]:
     """``GROUP=N`` or ``GROUP=TIME:N,TIME:N`` (``--capacity``)."""
     group, sep, value = str(text).partition("=")
@@ -160,4 +198,4 @@ def apply_schedules(cloud, groups: Mapping[str, GroupCloud], now_s: float) -> No
 
 
 __all__ = ["GroupCloud", "apply_schedules", "group_clouds", "limits_of", "parse_capacity",
-           "parse_limit", "parse_schedule", "sim_types"]
+           "parse_limit", "parse_schedule", "sim_types", "spot_twins", "with_cloud"]

@@ -123,7 +123,7 @@ class CapacityMetrics:
                     out[lim.label((group, res))] = (cap, self.peak[res])
         return out
 
-    def summary(self, cloud_stats: dict, lost: dict) -> dict:
+    def summary(self, cloud_stats: dict) -> dict:
         return {
             "stockouts": int(cloud_stats.get("stockouts", 0)),
             "launch_failures": int(cloud_stats.get("launch_failures", 0)),
@@ -131,7 +131,6 @@ class CapacityMetrics:
             "peak_asked": {r: v for r, v in self.peak.items() if v or r in ("CPU", "GPU", COST)},
             "limit_blocked_ticks": int(self.limit_blocked_ticks),
             "limit_violations": {k: list(v) for k, v in self.violations().items()},
-            "lost_gpu_hours": float(lost.get("GPU", 0.0)),
         }
 
 

@@ -89,9 +89,9 @@ def test_peak_asked_counts_queued_to_running_and_cost():
     m.tick(store)
     assert m.peak == {"CPU": 28.0, "GPU": 6.0, "cost_per_hour": 9.0}
     assert m.violations() == {"GPU": (4.0, 6.0)}
-    out = m.summary({"stockouts": 2, "launch_failures": 1, "preemptions": 3}, {"GPU": 1.5})
+    out = m.summary({"stockouts": 2, "launch_failures": 1, "preemptions": 3})
     assert (out["stockouts"], out["launch_failures"], out["interruptions"]) == (2, 1, 3)
-    assert out["peak_asked"]["GPU"] == 6.0 and out["lost_gpu_hours"] == 1.5
+    assert out["peak_asked"]["GPU"] == 6.0 and out["limit_violations"] == {"GPU": [4.0, 6.0]}
 
 
 def test_feed_derives_rays_availability_maps_from_timeouts():
@@ -114,3 +114,23 @@ def test_group_clouds_from_the_worker_group_table():
                                        interruption_rate_per_h=pa.array([None, 0.2])))
     assert group_clouds(t) == {"b": GroupCloud(capacity=3, spot=True,
                                                interruption_rate_per_h=0.2)}
+
+
+def test_spot_twins_and_capped_groups_of_the_openb_table():
+    from vecsched.adapters.replay.capacity import group_clouds, spot_twins, with_cloud
+    from vecsched.adapters.traces import bundled, read_worker_groups
+    base = read_worker_groups(bundled("openb_nodes"))
+    t = spot_twins(base, 0.4, 0.2)
+    names = t.column("type").to_pylist()
+    priced = [r["type"] for r in base.to_pylist() if r["price"] is not None]
+    assert names == base.column("type").to_pylist() + [n + "-spot" for n in priced]
+    rows = {r["type"]: r for r in t.to_pylist()}
+    g = "g2-96c-384g-8gpu"
+    assert rows[g + "-spot"]["price"] == pytest.approx(0.4 * rows[g]["price"])
+    assert rows[g + "-spot"]["labels"] == rows[g]["labels"] and rows[g]["spot"] is None
+    capped = with_cloud(t, "capacity", {g: 10})
+    clouds = group_clouds(capped)
+    assert clouds[g] == GroupCloud(capacity=10)
+    assert clouds[g + "-spot"] == GroupCloud(spot=True, interruption_rate_per_h=0.2)
+    with pytest.raises(ValueError, match="no worker group named nope"):
+        with_cloud(t, "capacity", {"nope": 1})
