@@ -159,6 +159,32 @@ def parse_limit(text: str) -> tuple[Optional[str], str, float]:
     return (group if slash else None), res, v
 
 
+def capacity_groups(capacity: Optional[Mapping[str, object]]) -> dict:
+    """``ReplayConfig.capacity`` (group -> a count or a schedule string) as GroupCloud."""
+    out = {}
+    for group, value in (capacity or {}).items():
+        text = f"{group}={value}" if not isinstance(value, bool) else f"{group}=x"
+        out[str(group)] = parse_capacity(text)[1]
+    return out
+
+
+def limit_items(limits: Optional[Mapping[str, float]]) -> list:
+    """``ReplayConfig.limits`` ("RESOURCE" or "GROUP/RESOURCE" -> value) as parsed
+    ``--limit`` items."""
+    return [parse_limit(f"{k}={v}") for k, v in (limits or {}).items()]
+
+
+def merged_groups(table_groups: Mapping[str, GroupCloud],
+                  capacity: Optional[Mapping[str, object]]) -> dict:
+    """The worker table's cloud behaviour with ``ReplayConfig.capacity`` over its
+    capacities (a flag's capacity replaces the table's count and schedule)."""
+    out = dict(table_groups)
+    for group, g in capacity_groups(capacity).items():
+        base = out.get(group, GroupCloud())
+        out[group] = replace(base, capacity=g.capacity, schedule=g.schedule)
+    return out
+
+
 def limits_of(items, prices: Mapping[str, Optional[float]]) -> Optional[Limits]:
     """The ``Limits`` of parsed ``--limit`` items, priced by the worker groups."""
     if not items:
@@ -197,5 +223,6 @@ def apply_schedules(cloud, groups: Mapping[str, GroupCloud], now_s: float) -> No
                 cloud.types[name] = replace(cloud.types[name], capacity=cap)
 
 
-__all__ = ["GroupCloud", "apply_schedules", "group_clouds", "limits_of", "parse_capacity",
+__all__ = ["GroupCloud", "apply_schedules", "capacity_groups", "group_clouds", "limit_items",
+           "merged_groups", "limits_of", "parse_capacity",
            "parse_limit", "parse_schedule", "sim_types", "spot_twins", "with_cloud"]

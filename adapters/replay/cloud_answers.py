@@ -134,4 +134,40 @@ class CapacityMetrics:
         }
 
 
-__all__ = ["CapacityMetrics", "CloudFeed", "record_instance"]
+__all__ = ["CapacityMetrics", "CloudFeed", "CloudSide", "record_instance"]
+
+
+class CloudSide:
+    """What a replay does about the cloud's refusals, in the driver's few hooks
+    (``simulation.Replay``): ``before(now)`` applies the capacity schedules,
+    ``dress(state, now)`` adds the tick's answers and Ray's availability maps to the
+    scheduler's view, ``after(plan)`` measures, ``summary()`` reports."""
+
+    def __init__(self, trace, config, world):
+        from .capacity import limit_items, limits_of
+        self.world = world
+        self.config = config
+        self.limits = limits_of(limit_items(config.limits), trace.prices)
+        self.feed = CloudFeed()
+        self.metrics = CapacityMetrics(trace.types, trace.prices, self.limits)
+
+    def before(self, now_s: float) -> None:
+        from .capacity import apply_schedules
+        apply_schedules(self.world.provider.cloud, self.world.groups or {}, now_s)
+
+    def dress(self, state, now_s: float):
+        state.answers = self.feed.scan(self.world.store)
+        state.types = self.feed.availability_types(state.types, now_s)
+        return state
+
+    def after(self, plan) -> None:
+        self.metrics.tick(self.world.store, plan)
+
+    def summary(self) -> dict:
+        out = self.metrics.summary(self.world.provider.cloud.stats)
+        out["limits"] = dict(self.config.limits or {})
+        out["capacity"] = {g: {"capacity": c.capacity, "schedule": [list(x) for x in c.schedule],
+                               "launch_failure_rate": c.launch_failure_rate, "spot": c.spot,
+                               "interruption_rate_per_h": c.interruption_rate_per_h}
+                           for g, c in sorted((self.world.groups or {}).items())}
+        return out
