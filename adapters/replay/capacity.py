@@ -185,6 +185,26 @@ def merged_groups(table_groups: Mapping[str, GroupCloud],
     return out
 
 
+def check_groups(config, trace) -> None:
+    """ValueError naming the group when ``config.capacity`` or a per-group limit names
+    no worker group of ``trace``, or a ``cost_per_hour`` limit covers a group with no
+    price."""
+    names = [t.name for t in trace.types]
+    for g in sorted(capacity_groups(config.capacity)):
+        if g not in names:
+            raise ValueError(f"--capacity {g}: no worker group named {g!r} (groups: "
+                             f"{', '.join(names)})")
+    for group, res, _ in limit_items(config.limits):
+        if group is not None and group not in names:
+            raise ValueError(f"--limit {group}/{res}: no worker group named {group!r}")
+        if res == COST:
+            covered = names if group is None else [group]
+            unpriced = [n for n in covered if n != "head" and trace.prices.get(n) is None]
+            if unpriced:
+                raise ValueError(f"--limit {COST}: worker group {unpriced[0]!r} has no price "
+                                 f"(the worker table's price column)")
+
+
 def limits_of(items, prices: Mapping[str, Optional[float]]) -> Optional[Limits]:
     """The ``Limits`` of parsed ``--limit`` items, priced by the worker groups."""
     if not items:
@@ -192,8 +212,9 @@ def limits_of(items, prices: Mapping[str, Optional[float]]) -> Optional[Limits]:
     total, per = {}, {}
     for group, res, v in items:
         (total if group is None else per.setdefault(group, {}))[res] = v
-    return Limits(total=total, per_group=per,
-                  prices={k: float(p) for k, p in prices.items() if p is not None})
+    priced = {k: float(p) for k, p in prices.items() if p is not None}
+    priced.setdefault("head", 0.0)         # the replay's head has no price: it counts 0
+    return Limits(total=total, per_group=per, prices=priced)
 
 
 def sim_types(groups: Mapping[str, GroupCloud], default, names) -> dict:
@@ -223,6 +244,6 @@ def apply_schedules(cloud, groups: Mapping[str, GroupCloud], now_s: float) -> No
                 cloud.types[name] = replace(cloud.types[name], capacity=cap)
 
 
-__all__ = ["GroupCloud", "apply_schedules", "capacity_groups", "group_clouds", "limit_items",
+__all__ = ["GroupCloud", "apply_schedules", "capacity_groups", "check_groups", "group_clouds", "limit_items",
            "merged_groups", "limits_of", "parse_capacity",
            "parse_limit", "parse_schedule", "sim_types", "spot_twins", "with_cloud"]

@@ -144,7 +144,8 @@ class CloudSide:
     scheduler's view, ``after(plan)`` measures, ``summary()`` reports."""
 
     def __init__(self, trace, config, world):
-        from .capacity import limit_items, limits_of
+        from .capacity import check_groups, limit_items, limits_of
+        check_groups(config, trace)
         self.world = world
         self.config = config
         self.limits = limits_of(limit_items(config.limits), trace.prices)

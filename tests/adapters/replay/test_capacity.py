@@ -31,7 +31,7 @@ def test_capacity_and_limit_flags():
     lim = limits_of([parse_limit("GPU=8"), parse_limit("g4/CPU=32"),
                      parse_limit("cost_per_hour=9")], {"g4": 4.4, "g8": None})
     assert lim.total == {"GPU": 8.0, "cost_per_hour": 9.0}
-    assert lim.per_group == {"g4": {"CPU": 32.0}} and lim.prices == {"g4": 4.4}
+    assert lim.per_group == {"g4": {"CPU": 32.0}} and lim.prices == {"g4": 4.4, "head": 0.0}
     assert limits_of([], {}) is None
 
 
