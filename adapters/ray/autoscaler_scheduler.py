@@ -171,6 +171,11 @@ class AutoscalerScheduler(EngineScheduler):
         reply = self._timed("ray", lambda r: ResourceDemandScheduler.schedule(self, r),
                             request)
         self.counters["ray_ticks"] += 1
+        if self.limits is not None and not self.limits.empty and reply.to_launch:
+            # Ray's scheduler knows no limits: on a tick it decides (the warm-up, an engine
+            # error) nothing is launched, so a limit is never exceeded (docs/capacity.md).
+            self.counters["limit_held_ray_launches"] += sum(lr.count for lr in reply.to_launch)
+            reply.to_launch = []
         return reply
 
     def _schedule_engine(self, request, tick):
