@@ -115,6 +115,8 @@ def row(params: dict, metrics: dict) -> dict[str, Any]:
             out[k] = v
     for k in _INSTANCE_FIELDS:
         out[f"instances_{k}"] = metrics["instances"][k]
+    for r, v in sorted((metrics.get("peak_asked") or {}).items()):   # docs/capacity.md
+        out[f"peak_asked_{r}"] = float(v)
     warm = metrics.get("warm_start") or {}
     out["warm_start_units"] = int(warm.get("units", 0))
     out["warm_start_nodes"] = int(warm.get("nodes", 0))

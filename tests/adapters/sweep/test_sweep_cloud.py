@@ -45,3 +45,28 @@ def test_an_unknown_group_in_a_cloud_column_is_named():
     spec = parse(_doc(capacity={"nope": 3}), "g").cells[0].params["catalogue_spec"]
     with pytest.raises(ValueError, match="capacity: no worker group named nope"):
         catalogue_table(spec)
+
+
+def test_sweep_wide_limits_and_capacity_are_replay_options():
+    doc = _doc()
+    doc["sweep"] = {"limits": {"GPU": 40, "g2-96c-384g-8gpu/GPU": 16},
+                    "capacity": {"g3-128c-768g-8gpu": 2}}
+    cell = parse(doc, "g").cells[0]
+    assert cell.params["config"]["limits"] == {"GPU": 40, "g2-96c-384g-8gpu/GPU": 16}
+    doc["sweep"] = {"limits": {"GPU": -4}}
+    with pytest.raises(GridError, match="--limit 'GPU=-4'"):
+        parse(doc, "g")
+    doc["sweep"] = {"capacity": {"g3-128c-768g-8gpu": "600:1,0:2"}}
+    with pytest.raises(GridError, match="times must ascend"):
+        parse(doc, "g")
+
+
+@pytest.mark.slow
+def test_a_sweep_cell_under_a_gpu_limit_keeps_it():
+    from vecsched.adapters.sweep.cell import run_cell
+    doc = _doc(capacity={"g3-128c-768g-8gpu": 1})
+    doc["sweep"] = {"limits": {"GPU": 24}}
+    doc["grid"]["scheduler"] = ["efficient"]
+    row = run_cell(parse(doc, "g").cells[0].params)
+    assert row["stockouts"] >= 0 and row["limit_blocked_ticks"] >= 0
+    assert 0 < row["peak_asked_GPU"] <= 24
