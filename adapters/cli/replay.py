@@ -127,6 +127,22 @@ def _have_ray() -> bool:
 
 
 # ---- replay ------------------------------------------------------------------------------
+def _add_cloud_arguments(r: argparse.ArgumentParser) -> None:
+    """``--capacity`` and ``--limit``: when the cloud, or the user, says no."""
+    r.add_argument("--capacity", action="append", default=[], metavar="GROUP=N",
+                   help="the simulated cloud gives worker group GROUP at most N live "
+                        "instances (a launch beyond is a stock-out); GROUP=TIME:N,TIME:N "
+                        "changes it over time (none: unlimited). Repeatable; over the "
+                        "worker table's capacity column (docs/capacity.md)")
+    r.add_argument("--limit", dest="limits", action="append", default=[],
+                   metavar="RESOURCE=N",
+                   help="never ask for more than N of RESOURCE in total (CPU, GPU, memory, "
+                        "any custom one; cost_per_hour from the groups' prices), counting "
+                        "every instance from QUEUED to running; GROUP/RESOURCE=N for one "
+                        "group. Repeatable; Ray's own scheduler has no limits "
+                        "(docs/capacity.md)")
+
+
 def add_replay_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("trace", nargs="?", default=None,
                    help="bundled trace (openb, openb_gpuspec33) or a demand Parquet file "
@@ -188,18 +204,7 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
                    help="preemptions per running-node hour in the simulated cloud (0)")
     r.add_argument("--launch-failure-rate", type=float, default=0.0,
                    help="probability a launch call fails in the simulated cloud (0)")
-    r.add_argument("--capacity", action="append", default=[], metavar="GROUP=N",
-                   help="the simulated cloud gives worker group GROUP at most N live "
-                        "instances (a launch beyond is a stock-out); GROUP=TIME:N,TIME:N "
-                        "changes it over time (none: unlimited). Repeatable; over the "
-                        "worker table's capacity column (docs/capacity.md)")
-    r.add_argument("--limit", dest="limits", action="append", default=[],
-                   metavar="RESOURCE=N",
-                   help="never ask for more than N of RESOURCE in total (CPU, GPU, memory, "
-                        "any custom one; cost_per_hour from the groups' prices), counting "
-                        "every instance from QUEUED to running; GROUP/RESOURCE=N for one "
-                        "group. Repeatable; Ray's own scheduler has no limits "
-                        "(docs/capacity.md)")
+    _add_cloud_arguments(r)
     r.add_argument("--cross-check", action="store_true",
                    help="on every tick with pending placement groups, solve them with CP-SAT "
                         "(untimed, off the tick path) and write each scheduler's gap to "
