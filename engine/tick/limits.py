@@ -93,7 +93,8 @@ class LimitTable:
 
 def table(p: Problem, limits: Limits) -> LimitTable:
     """The LimitTable of ``limits`` on ``p``; a ``cost_per_hour`` limit needs a price
-    for every configured group it applies to (else ProblemError naming it)."""
+    for every configured group it applies to that may launch (``max_worker_nodes`` >
+    0; else ProblemError naming it); other nodes count 0."""
     names = limits.names()
     L = len(names)
     counted = ~p.node_outdated
@@ -117,8 +118,8 @@ def _per_type(p: Problem, res: str, limits: Limits, group) -> np.ndarray:
     out = np.zeros(p.T)
     for t, name in enumerate(p.type_names):
         price = limits.prices.get(name)
-        if price is None:
-            if p.type_configured[t] and (group is None or group == name):
+        if price is None:        # a group that may launch needs one (a head group: max 0)
+            if p.type_configured[t] and p.type_max[t] > 0 and (group is None or group == name):
                 where = "limits.total" if group is None else f"limits.per_group[{group!r}]"
                 raise ProblemError(f"{where}[{COST!r}]",
                                    f"needs a price for worker group {name!r} (limits.prices)")

@@ -136,3 +136,11 @@ def test_random_cases_never_exceed_a_shared_limit(seed):
         # the plan under the limit terminates nothing the plan without it kept
         assert set(plan.term_node.tolist()) <= set(free.term_node.tolist()) | \
             set(np.flatnonzero(p.node_status != Status.RAY_RUNNING).tolist()), (seed, mode)
+
+
+def test_a_cost_limit_needs_no_price_for_a_group_that_never_launches():
+    types = [NodeTypeSpec("g4", G4, max_workers=20), NodeTypeSpec("head", {"CPU": 2.0})]
+    p = build_problem(types, [running("head", total={"CPU": 2.0}, rid="h")],
+                      [RequestSpec({"GPU": 1.0}, 12)])
+    plan = schedule(p, limits=Limits(total={"cost_per_hour": 10.0}, prices={"g4": 4.4}))
+    assert plan.launches() == {"g4": 2} and plan.stats["limits"]["cost_per_hour"]["asked"] == 8.8
