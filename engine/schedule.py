@@ -11,7 +11,8 @@ MODES = tuple(POLICIES)
 
 def schedule(problem: Problem, *, mode: str = "ray-compat",
              pending_since: dict | None = None, now_s: float = 0.0, options=None,
-             limits: Limits | None = None, unavailable=frozenset()) -> Plan:
+             limits: Limits | None = None, unavailable=frozenset(),
+             probing=frozenset()) -> Plan:
     """Decide launches, terminations and infeasible demand for one tick.
 
     ``mode`` "ray-compat" reproduces Ray 2.60's ResourceDemandScheduler decision
@@ -28,9 +29,11 @@ def schedule(problem: Problem, *, mode: str = "ray-compat",
     per hour, for every mode; ``unavailable``: worker groups the availability
     memory holds out (``vecsched.engine.tick.AvailabilityMemory``), read by the
     efficient mode and the baseline (ray-compat reads Ray's availability scores,
-    which are part of the Problem). With neither, the policy runs on the Problem
-    as given. See docs/capacity.md.
+    which are part of the Problem); ``probing``: groups that may launch one node
+    (their hold ended, nothing of theirs landed since). With none of these, the
+    policy runs on the Problem as given. See docs/capacity.md.
     """
     return run(problem, mode, TickInputs(options=options, pending_since=pending_since,
                                          now_s=now_s, limits=limits,
-                                         unavailable=frozenset(unavailable or ())))
+                                         unavailable=frozenset(unavailable or ()),
+                                         probing=frozenset(probing or ())))

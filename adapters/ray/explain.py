@@ -147,10 +147,12 @@ class _Reasons:
         for i in np.flatnonzero(whys == 5).tolist():
             out[i] = ("held_back_by_limit", "held back by a limit: " + self._limits_words())
         for i in np.flatnonzero(whys == 6).tolist():
-            held = ", ".join((self.plan.stats.get("held_out") if self.plan is not None
-                              else None) or ["?"])
+            st = self.plan.stats if self.plan is not None else {}
+            held = ", ".join(list(st.get("held_out", [])) + list(st.get("probing", [])) or
+                             ["?"])
             out[i] = ("out_of_stock", f"every worker group that fits it and has room is held "
-                                      f"out after the cloud refused it: {held}")
+                                      f"out after the cloud refused it (one node a tick "
+                                      f"asked of those that are its only fit): {held}")
         for i in np.flatnonzero(whys == 3).tolist():
             out[i] = ("at_max_num_nodes",
                       f"the cluster is at max_num_nodes ({self.p.max_num_nodes} nodes)")

@@ -109,7 +109,9 @@ class EngineScheduler(ResourceDemandScheduler):
         decoded = decode(request, self._specs)
         t1 = time.perf_counter()
         memory, events = self._read_answers(request)
-        unavailable = memory.unavailable(self._now_ns() / 1e9) if memory is not None else ()
+        now_s = self._now_ns() / 1e9
+        unavailable = memory.unavailable(now_s) if memory is not None else ()
+        probing = memory.probing(now_s) if memory is not None else ()
         opts = None
         if self.engine_mode == "ray-compat":
             tracking = request.pending_idle_timeout_s is not None
@@ -120,7 +122,7 @@ class EngineScheduler(ResourceDemandScheduler):
             opts = self._efficient_options(decoded) if self.engine_mode == "efficient" else None
             opts = _spot_priced(opts, memory, decoded.problem, self._now_ns() / 1e9)
             plan = schedule(decoded.problem, mode=self.engine_mode, options=opts,
-                            limits=self.limits, unavailable=unavailable)
+                            limits=self.limits, unavailable=unavailable, probing=probing)
         t2 = time.perf_counter()
         reply = encode(decoded, plan, new_id=self._new_id, now_ns=self._now_ns)
         t3 = time.perf_counter()

@@ -175,7 +175,8 @@ class BaselineSched(ReplayScheduler):
                             + list(state.ids))
         p = _problem(state)
         plan = schedule(p, mode="baseline", limits=self._limits,
-                        unavailable=self.memory.unavailable(now))
+                        unavailable=self.memory.unavailable(now),
+                        probing=self.memory.probing(now))
         self._plan = plan
         return plan, p
 

@@ -23,7 +23,9 @@ trace replay, the KubeRay side-car) and tells it what the cloud answered:
 
 ``unavailable(now_s)`` is the set of groups held out at ``now_s``; the efficient
 mode and the baseline do not launch them that tick (``vecsched.engine.tick.seam``)
-and fall back to the next group that fits. Ray-compat never reads this memory: it
+and fall back to the next group that fits (a held group that is some request's only
+fit launches one node a tick). ``probing(now_s)``: groups whose hold ended without a
+launch landing since; they launch one node a tick until one lands. Ray-compat never reads this memory: it
 reads Ray's own availability scores (docs/ray-semantics.md §14).
 
 Pure and deterministic: every time is a number the caller passes (its clock), no
@@ -126,6 +128,12 @@ class AvailabilityMemory:
                 rate = n / (hours * max(1, running.get(g, 0)))
                 out[g] = float(out[g]) * (1.0 + rate * o.interruption_cost_h)
         return out
+
+    def probing(self, now_s: float) -> frozenset:
+        """Groups whose hold ended with no launch of theirs landed since: the seam lets
+        them launch one node a tick, so a retry costs one refusal, not a batch."""
+        return frozenset(n for n, g in self._groups.items()
+                         if g.strikes > 0 and now_s >= g.until)
 
     def held_until(self, group: str) -> float:
         g = self._groups.get(group)

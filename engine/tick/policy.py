@@ -33,12 +33,15 @@ class TickInputs:
     others take none). ``pending_since`` / ``now_s``: ray-compat's pending-node idle
     timestamps and the monotonic time (docs/ray-semantics.md §5.1). ``limits``: caps
     on totals (``limits.Limits``). ``unavailable``: worker groups the availability
-    memory holds out this tick (read by the policies that read the memory)."""
+    memory holds out this tick (read by the policies that read the memory);
+    ``probing``: groups that may launch one node this tick (a hold ended, nothing of
+    theirs landed since)."""
     options: object = None
     pending_since: Optional[dict] = None
     now_s: float = 0.0
     limits: Optional[Limits] = None
     unavailable: frozenset = field(default_factory=frozenset)
+    probing: frozenset = field(default_factory=frozenset)
 
 
 @dataclass(frozen=True)

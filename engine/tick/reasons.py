@@ -63,6 +63,28 @@ def _seam_reason(row_holders: np.ndarray, free_room: np.ndarray, held: np.ndarra
     return Why.LIMIT if (cand & limited).any() else Why.UNAVAILABLE
 
 
+def pending_rows(p: Problem) -> np.ndarray:
+    """The request rows of the tick's pending demand: plain runs with units, every
+    placement-group bundle row, the constraint's rows."""
+    runs = np.flatnonzero(p.shape_count > 0)
+    return np.unique(np.concatenate([runs, p.gang_req.astype(np.int64),
+                                     p.con_req.astype(np.int64)]))
+
+
+def sole_holders(p: Problem, held: np.ndarray, have: np.ndarray) -> np.ndarray:
+    """(T,) bool: held types that some pending request fits while no other type with
+    room does (its only chance is a held type)."""
+    if not held.any():
+        return held
+    rows = pending_rows(p)
+    if not len(rows):
+        return np.zeros(p.T, bool)
+    _, labelled = holders(p, rows)
+    room = p.type_configured & (p.type_max > have)
+    other = (labelled & ~held[None, :] & room[None, :]).any(axis=1)
+    return (labelled[~other] & held[None, :]).any(axis=0)
+
+
 def refine(p: Problem, plan: Plan, held: np.ndarray, limited: np.ndarray):
     """(infeasible_why, gang_why, units held back by limits) of ``plan`` with the
     seam's reasons (module docstring). ``held`` / ``limited``: (T,) bool, the
@@ -92,4 +114,4 @@ def refine(p: Problem, plan: Plan, held: np.ndarray, limited: np.ndarray):
     return why, gang_why, int(blocked)
 
 
-__all__ = ["classify", "holders", "why_rows", "refine"]
+__all__ = ["classify", "holders", "pending_rows", "refine", "sole_holders", "why_rows"]

@@ -230,7 +230,7 @@ def test_out_of_stock_groups_from_the_dump(tmp_path):
     from tests.adapters.ray.test_availability import _request as gpu_request
     from vecsched.adapters.ray import EngineScheduler
     from vecsched.adapters.ray.dump import _capacity_context
-    req = gpu_request(pods=4, failed=[
+    req = gpu_request(pods=20, failed=[
         ("g8", Instance.ALLOCATION_FAILED, 999.0, "InsufficientInstanceCapacity"),
         ("g4", Instance.ALLOCATION_TIMEOUT, 999.0, "")])
     s = EngineScheduler(mode="baseline", warm=False, now_ns=lambda: int(1000e9))
@@ -241,3 +241,4 @@ def test_out_of_stock_groups_from_the_dump(tmp_path):
     res = explain(req, ctx)
     assert [u["reason"] for u in res["unplaced"]] == ["out_of_stock"]
     assert "g8, g4" in res["unplaced"][0]["why"]         # in type order
+    assert res["unplaced"][0]["count"] == 20 - 8 - 4     # each probed with one node

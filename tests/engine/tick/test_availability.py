@@ -63,3 +63,12 @@ def test_same_calls_same_answers():
 def test_options_are_checked(bad):
     with pytest.raises(ValueError, match="availability."):
         AvailabilityOptions(**bad)
+
+
+def test_a_group_probes_after_its_hold_until_a_launch_lands():
+    m = AvailabilityMemory(AvailabilityOptions(ttl_s=100))
+    m.refused("g", 0.0)
+    assert m.probing(50.0) == frozenset() and m.unavailable(50.0) == {"g"}
+    assert m.probing(100.0) == {"g"} and m.unavailable(100.0) == frozenset()
+    m.succeeded("g", 120.0)
+    assert m.probing(130.0) == frozenset()

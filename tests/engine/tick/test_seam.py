@@ -102,11 +102,25 @@ def test_a_held_out_group_falls_back_to_the_next_that_fits(mode):
 
 
 @pytest.mark.parametrize("mode", ["efficient", "baseline"])
-def test_everything_held_out_is_unavailable(mode):
+def test_held_groups_that_are_a_requests_only_fit_probe_one_node(mode):
+    """Every GPU group held out: the GPU pods fit nothing else, so each held group may
+    launch one node (a probe: capacity may have freed); what is left is UNAVAILABLE."""
     p = gpu_problem(pods=16)
     plan = schedule(p, mode=mode, options=_opts(mode), unavailable={"g8", "g4"})
-    assert plan.infeasible[0] == 16 and plan.infeasible_why[0] == Why.UNAVAILABLE
+    assert plan.launches().get("g8", 0) <= 1 and plan.launches().get("g4", 0) <= 1
+    assert plan.infeasible[0] == 16 - 8 * plan.launches().get("g8", 0) \
+        - 4 * plan.launches().get("g4", 0) > 0
+    assert plan.infeasible_why[0] == Why.UNAVAILABLE
     assert plan.infeasible[1] == 0                    # the CPU run still launches c16
+    assert sorted(plan.stats["probing"]) == ["g4", "g8"] and "held_out" not in plan.stats
+
+
+@pytest.mark.parametrize("mode", ["efficient", "baseline"])
+def test_probing_groups_launch_one_node_a_tick(mode):
+    p = gpu_problem(pods=16)
+    plan = schedule(p, mode=mode, options=_opts(mode), probing={"g8"},
+                    unavailable={"g4"})
+    assert plan.launches().get("g8", 0) == 1 and "g4" not in plan.launches()
 
 
 def test_ray_compat_never_reads_the_memory():
