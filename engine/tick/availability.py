@@ -23,9 +23,10 @@ trace replay, the KubeRay side-car) and tells it what the cloud answered:
 
 ``unavailable(now_s)`` is the set of groups held out at ``now_s``; the efficient
 mode and the baseline do not launch them that tick (``vecsched.engine.tick.seam``)
-and fall back to the next group that fits (a held group that is some request's only
-fit launches one node a tick). ``probing(now_s)``: groups whose hold ended without a
-launch landing since; they launch one node a tick until one lands. Ray-compat never reads this memory: it
+and fall back to the next group that fits. ``probing(now_s)``: groups whose hold
+ended without a launch landing since (they launch one node a tick until one lands),
+and held groups last refused ``probe_interval_s`` ago (one node, and only for a
+request that fits no other group). Ray-compat never reads this memory: it
 reads Ray's own availability scores (docs/ray-semantics.md §14).
 
 Pure and deterministic: every time is a number the caller passes (its clock), no
@@ -50,6 +51,9 @@ class AvailabilityOptions:
     # new node's boot): the efficient mode prices a group interrupted n times over the
     # window at price x (1 + rate x this), rate = n / (window hours x its running nodes).
     interruption_cost_h: float = 1.0
+    # A held group that is some pending request's only fit may launch one node when its
+    # last refusal is this old (a probe: capacity may have freed); 0: every tick.
+    probe_interval_s: float = 30.0
     # An instance the cloud accepted but left unusable this long (a KubeRay pod Pending
     # for lack of room) counts as a stock-out once; None: only the instance manager's
     # own ALLOCATION_TIMEOUT does. The KubeRay side-car sets 300 s.
@@ -57,7 +61,8 @@ class AvailabilityOptions:
 
     def __post_init__(self):
         for name in ("ttl_s", "backoff", "max_ttl_s", "interruption_window_s",
-                     "pending_stockout_s", "interruption_cost_h", "error_ttl_s"):
+                     "pending_stockout_s", "interruption_cost_h", "error_ttl_s",
+                     "probe_interval_s"):
             v = getattr(self, name)
             if v is None and name == "pending_stockout_s":
                 continue
@@ -72,6 +77,7 @@ class AvailabilityOptions:
 class _Group:
     until: float = -math.inf          # held out while now < until
     strikes: int = 0                  # holds since the last launch that landed
+    last: float = -math.inf           # the last refusal
     interruptions: list = field(default_factory=list)   # times, ascending
 
 
@@ -93,6 +99,7 @@ class AvailabilityMemory:
         g = self._g(group)
         o = self.options
         self.counts["stockouts" if stockout else "launch_failures"] += 1
+        g.last = max(g.last, float(at_s))
         base = o.ttl_s if stockout else o.error_ttl_s
         if base <= 0 or at_s < g.until:
             return                          # never held, or asked before the hold
@@ -130,10 +137,13 @@ class AvailabilityMemory:
         return out
 
     def probing(self, now_s: float) -> frozenset:
-        """Groups whose hold ended with no launch of theirs landed since: the seam lets
-        them launch one node a tick, so a retry costs one refusal, not a batch."""
+        """Groups that may launch one node this tick: those whose hold ended with no
+        launch of theirs landed since (a retry costs one refusal, not a batch), and
+        held ones last refused ``probe_interval_s`` ago (the seam lets them launch
+        only for a request no other group fits)."""
+        every = self.options.probe_interval_s
         return frozenset(n for n, g in self._groups.items()
-                         if g.strikes > 0 and now_s >= g.until)
+                         if g.strikes > 0 and (now_s >= g.until or now_s - g.last >= every))
 
     def held_until(self, group: str) -> float:
         g = self._groups.get(group)

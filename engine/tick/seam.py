@@ -8,11 +8,11 @@
    tick only, to what it already has plus the launches that keep every limit
    when the type is launched alone (``limits.type_room``); a held-out group may
    launch nothing (the policies that read the availability memory only), except
-   one node a tick when some pending request fits no other group with room (the
-   refused group is then its only chance: one probe a tick finds capacity as soon
-   as it frees, where asking for the whole demand would only stock out more); a
-   group ``probing`` (its hold ended without a launch landing since) may launch
-   one node a tick. The policy plans that Problem, and so falls back to the next
+   one node when it is also ``probing`` (last refused a while ago) and some
+   pending request fits no other group with room (the refused group is then its
+   only chance: a probe finds capacity once it frees, where asking for the whole
+   demand would only stock out more); a group ``probing`` and not held (its hold
+   ended without a launch landing since) may launch one node a tick. The policy plans that Problem, and so falls back to the next
    group that fits by its own rules (cheapest first in the efficient mode, first
    fit in the baseline, Ray's utilisation score in ray-compat).
 3. Launched together, several types may still exceed a shared limit: the plan's
@@ -53,8 +53,8 @@ def run(problem: Problem, mode: str, inputs: TickInputs) -> Plan:
         return pol.plan(problem, inputs)
     lt = lim.table(problem, limits) if limits is not None else None
     have = np.bincount(problem.node_type, minlength=problem.T).astype(CNT)
-    sole = sole_holders(problem, held, have)
-    probe, held = probe | (held & sole), held & ~sole
+    sole = held & probe & sole_holders(problem, held, have)
+    probe, held = (probe & ~held) | sole, held & ~sole
     pinned: dict[int, int] = {}
     for _ in range(problem.T + 2):
         allowed = _allowed(problem, lt, have, held, pinned, probe)

@@ -66,9 +66,10 @@ def test_options_are_checked(bad):
 
 
 def test_a_group_probes_after_its_hold_until_a_launch_lands():
-    m = AvailabilityMemory(AvailabilityOptions(ttl_s=100))
+    m = AvailabilityMemory(AvailabilityOptions(ttl_s=100, probe_interval_s=30))
     m.refused("g", 0.0)
-    assert m.probing(50.0) == frozenset() and m.unavailable(50.0) == {"g"}
+    assert m.probing(20.0) == frozenset() and m.unavailable(20.0) == {"g"}
+    assert m.probing(50.0) == {"g"} and m.unavailable(50.0) == {"g"}   # held, due a probe
     assert m.probing(100.0) == {"g"} and m.unavailable(100.0) == frozenset()
     m.succeeded("g", 120.0)
     assert m.probing(130.0) == frozenset()

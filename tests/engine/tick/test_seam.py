@@ -104,9 +104,14 @@ def test_a_held_out_group_falls_back_to_the_next_that_fits(mode):
 @pytest.mark.parametrize("mode", ["efficient", "baseline"])
 def test_held_groups_that_are_a_requests_only_fit_probe_one_node(mode):
     """Every GPU group held out: the GPU pods fit nothing else, so each held group may
-    launch one node (a probe: capacity may have freed); what is left is UNAVAILABLE."""
+    launch one node once it is due a probe (capacity may have freed); what is left is
+    UNAVAILABLE."""
     p = gpu_problem(pods=16)
-    plan = schedule(p, mode=mode, options=_opts(mode), unavailable={"g8", "g4"})
+    held = schedule(p, mode=mode, options=_opts(mode), unavailable={"g8", "g4"})
+    assert "g8" not in held.launches() and "g4" not in held.launches()   # refused lately
+    assert held.infeasible[0] == 16 and held.infeasible_why[0] == Why.UNAVAILABLE
+    plan = schedule(p, mode=mode, options=_opts(mode), unavailable={"g8", "g4"},
+                    probing={"g8", "g4"})
     assert plan.launches().get("g8", 0) <= 1 and plan.launches().get("g4", 0) <= 1
     assert plan.infeasible[0] == 16 - 8 * plan.launches().get("g8", 0) \
         - 4 * plan.launches().get("g4", 0) > 0
