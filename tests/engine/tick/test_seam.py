@@ -163,3 +163,13 @@ def test_a_cost_limit_needs_no_price_for_a_group_that_never_launches():
                       [RequestSpec({"GPU": 1.0}, 12)])
     plan = schedule(p, limits=Limits(total={"cost_per_hour": 10.0}, prices={"g4": 4.4}))
     assert plan.launches() == {"g4": 2} and plan.stats["limits"]["cost_per_hour"]["asked"] == 8.8
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_limits_win_over_min_workers(mode):
+    types = [NodeTypeSpec("g8", G8, min_workers=3, max_workers=5)]
+    p = build_problem(types, [], [])
+    free = schedule(p, mode=mode)
+    assert free.launches() == {"g8": 3}
+    plan = schedule(p, mode=mode, limits=Limits(total={"GPU": 16}))
+    assert plan.launches() == {"g8": 2} and len(plan.term_node) == 0
