@@ -408,14 +408,18 @@ def main(argv=None) -> int:
                          f"(default: {', '.join(w.name for w in WORKLOADS)})")
     ap.add_argument("--cloud", action="store_true",
                     help="the cloud-refusal workloads (stockout-*, launchfail-*, spot-*, "
-                         "limit70-*) instead of the default ones")
+                         "limit70-*) and the four plain openb mixes they are compared "
+                         "with, instead of the default workloads")
     ap.add_argument("--schedulers", default=None,
                     help=f"comma-separated (default {','.join(SCHEDULERS)})")
     ap.add_argument("--out", default="suite-out",
                     help="directory for suite.json, suite.md and suite.png (default suite-out)")
     args = ap.parse_args(argv)
     by_name = {w.name: w for w in ALL_WORKLOADS}
-    default = ",".join(w.name for w in (CLOUD_WORKLOADS if args.cloud else WORKLOADS))
+    # --cloud: the cloud workloads and the plain mixes they are compared with (the spot
+    # target compares with the plain mix, limit70 takes its limit from its peak)
+    cloud = [w for w in WORKLOADS if w.trace in STOCKOUT_GROUPS] + list(CLOUD_WORKLOADS)
+    default = ",".join(w.name for w in (cloud if args.cloud else WORKLOADS))
     workloads = [by_name[n] for n in _pick(args.workloads or default, by_name, "workloads")]
     schedulers = _pick(args.schedulers, SCHEDULERS, "schedulers")
     if args.quick and args.seeds:
