@@ -20,6 +20,14 @@ defaults; the seed drives the simulated cloud and the gang overlay). The workloa
   groups), all of it in real time. Its replicas are nearly all capped, and capped units
   never join the overlay's placement groups, so it is replayed plain only.
 
+- when the cloud says no (docs/capacity.md): ``stockout-*`` (each openb-family mix with
+  the efficient mode's two most-launched worker groups capped at ``STOCKOUT_CAP`` live
+  instances), ``launchfail-*`` (every launch call fails with probability 0.3),
+  ``spot-*`` (the openb groups plus a spot twin of each priced group at
+  ``SPOT_DISCOUNT`` x its price, interrupted ``SPOT_RATE_PER_H`` times per running
+  instance-hour) and ``limit70-*`` (``GPU`` limited to 70 % of the same scheduler's
+  unconstrained peak on the same mix and seed: ``peak_gpu`` of that cell, run first).
+
 ``suite.json`` holds ``{"cells": [...], "meta": {...}}``: per cell exactly the keys of
 ``CELL_KEYS`` (``restarts`` is the replay's ``requeued``: units restarted because
 their node went; ``launches`` the instances that left QUEUED; ``cancelled_before_join``
@@ -38,13 +46,17 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 from vecsched.adapters.replay import (DEFAULT_WINDOW, GangOverlay, Replay, ReplayConfig,
                                       Window, load, make)
 
 CELL_KEYS = ("workload", "gangs", "seed", "scheduler", "gpu_hours", "node_hours", "cost",
              "pending_p50_s", "pending_p95_s", "launches", "cancelled_before_join",
-             "restarts", "tick_p50_ms", "tick_max_ms")
+             "restarts", "tick_p50_ms", "tick_max_ms",
+             # when the cloud says no (docs/capacity.md)
+             "placed", "never_placed", "stockouts", "launch_failures", "interruptions",
+             "lost_gpu_hours", "peak_gpu", "limit_gpu", "limit_blocked_ticks")
 SCHEDULERS = ("engine", "baseline", "efficient", "efficient-proxy")
 SEEDS = (0, 1, 2, 3)
 GANG_SHARE = 0.2
@@ -52,14 +64,54 @@ GANG_SHARE = 0.2
 
 @dataclass(frozen=True)
 class Workload:
-    """A bundled trace, its window and the gang shares it is replayed with."""
+    """A bundled trace, its window and the gang shares it is replayed with; for the
+    cloud's refusals, its worker groups changed (``cloud``: ``(column, {group: value})``
+    pairs of the worker-group table's cloud columns; ``spot``: add spot twins), replay
+    options (``config``) and a GPU limit as a share of an unconstrained peak
+    (``limit_gpu_share``)."""
     name: str
     trace: str
     window: Window
     gangs: tuple = (0.0, GANG_SHARE)
+    cloud: tuple = ()
+    spot: bool = False
+    config: tuple = ()                 # (ReplayConfig field, value) pairs
+    limit_gpu_share: Optional[float] = None
+
+    def groups(self):
+        """The worker-group table to replay (None: the trace's own, unchanged)."""
+        if not self.cloud and not self.spot:
+            return None
+        from vecsched.adapters.replay.capacity import spot_twins, with_cloud
+        from vecsched.adapters.traces import bundled_trace, read_worker_groups
+        table = read_worker_groups(bundled_trace(self.trace)[1])
+        if self.spot:
+            table = spot_twins(table, SPOT_DISCOUNT, SPOT_RATE_PER_H)
+        for column, values in self.cloud:
+            table = with_cloud(table, column, dict(values))
+        return table
 
 
 SERVICES_WINDOW = Window(start=0, pods=None, arrival_scale=1.0)
+# The efficient mode's two most-launched worker groups on each openb-family mix (the
+# default window, seed 0, plain; measured on this branch before any cap: openb and
+# cpu250 41-43 g3 and 35-36 g2 launches; gpushare100 43 g3, 25 p100-64c; gpuspec33 65
+# t4-104c, 29 g2), capped at STOCKOUT_CAP live instances each, as in the issue's table.
+STOCKOUT_CAP = 10
+STOCKOUT_GROUPS = {"openb": ("g3-128c-768g-8gpu", "g2-96c-384g-8gpu"),
+                   "openb_cpu250": ("g3-128c-768g-8gpu", "g2-96c-384g-8gpu"),
+                   "openb_gpushare100": ("g3-128c-768g-8gpu", "p100-64c-256g-2gpu"),
+                   "openb_gpuspec33": ("t4-104c-512g-2gpu", "g2-96c-384g-8gpu")}
+# Spot twins: 40 % of the on-demand price (spot prices run at 30-70 % off), taken back
+# 0.2 times per running instance-hour (far above a public cloud's average, so that a
+# 40-minute replay sees tens of interruptions).
+SPOT_DISCOUNT = 0.4
+SPOT_RATE_PER_H = 0.2
+LAUNCH_FAILURE_RATE = 0.3
+LIMIT_GPU_SHARE = 0.7
+_MIXES = (("openb", "openb"), ("cpu250", "openb_cpu250"), ("gpushare100", "openb_gpushare100"),
+          ("gpuspec33", "openb_gpuspec33"))
+
 WORKLOADS = (
     Workload("openb", "openb", DEFAULT_WINDOW),
     Workload("cpu250", "openb_cpu250", DEFAULT_WINDOW),
@@ -67,6 +119,20 @@ WORKLOADS = (
     Workload("gpuspec33", "openb_gpuspec33", DEFAULT_WINDOW),
     Workload("services", "services", SERVICES_WINDOW, gangs=(0.0,)),
 )
+# When the cloud says no (docs/capacity.md): run with --workloads NAME,... or --cloud.
+CLOUD_WORKLOADS = tuple(
+    Workload(f"stockout-{name}", trace, DEFAULT_WINDOW, gangs=(0.0,),
+             cloud=(("capacity", tuple((g, STOCKOUT_CAP) for g in STOCKOUT_GROUPS[trace])),))
+    for name, trace in _MIXES) + tuple(
+    Workload(f"launchfail-{name}", trace, DEFAULT_WINDOW, gangs=(0.0,),
+             config=(("launch_failure_rate", LAUNCH_FAILURE_RATE),))
+    for name, trace in _MIXES) + tuple(
+    Workload(f"spot-{name}", trace, DEFAULT_WINDOW, gangs=(0.0,), spot=True)
+    for name, trace in _MIXES[:2]) + tuple(
+    Workload(f"limit70-{name}", trace, DEFAULT_WINDOW, gangs=(0.0,),
+             limit_gpu_share=LIMIT_GPU_SHARE)
+    for name, trace in _MIXES)
+ALL_WORKLOADS = WORKLOADS + CLOUD_WORKLOADS
 
 # The efficient mode's targets, per cell (``check``; docs/suite.md says why each).
 TARGETS = ("cost <= min(Ray, FFD)", "GPU-h <= min(Ray, FFD)", "node-h <= Ray",
@@ -82,7 +148,15 @@ def cell(metrics: dict, workload: str, gangs: float, seed: int, scheduler: str) 
            "launches": metrics["instances"]["launched"],
            "cancelled_before_join": metrics["cancelled_before_join"],
            "restarts": metrics["requeued"], "tick_p50_ms": metrics["tick_p50_ms"],
-           "tick_max_ms": metrics["tick_max_ms"]}
+           "tick_max_ms": metrics["tick_max_ms"],
+           "placed": metrics["placed"], "never_placed": metrics["never_placed"],
+           "stockouts": metrics["stockouts"],
+           "launch_failures": metrics["launch_failures"],
+           "interruptions": metrics["interruptions"],
+           "lost_gpu_hours": metrics["lost_gpu_hours"],
+           "peak_gpu": metrics["peak_asked"].get("GPU", 0.0),
+           "limit_gpu": (metrics.get("limits") or {}).get("GPU"),
+           "limit_blocked_ticks": metrics["limit_blocked_ticks"]}
     assert tuple(out) == CELL_KEYS
     return out
 
@@ -96,15 +170,38 @@ def run_cells(workloads, seeds, schedulers, *, on_cell=None, window=None):
     for w in workloads:
         for gangs in w.gangs:
             for seed in seeds:
-                trace = load(w.trace, None, window or w.window, GangOverlay(gangs, seed=seed))
+                trace = load(w.trace, w.groups(), window or w.window,
+                             GangOverlay(gangs, seed=seed))
                 for name in schedulers:
                     t0 = time.perf_counter()
-                    m = Replay(trace, make(name), ReplayConfig(seed=seed)).run().metrics
+                    config = ReplayConfig(seed=seed, **dict(w.config),
+                                          **_limit(w, trace, seed, name, cells))
+                    m = Replay(trace, make(name), config).run().metrics
                     c = cell(m, w.name, gangs, seed, name)
                     cells.append(c)
                     if on_cell is not None:
                         on_cell(c, time.perf_counter() - t0)
     return cells
+
+
+def _limit(w: Workload, trace, seed: int, name: str, cells: list) -> dict:
+    """``limits`` for a ``limit70-*`` cell: GPU at the workload's share of the same
+    scheduler's unconstrained peak on the same mix and seed (that cell's ``peak_gpu``
+    when this run has it, else one unconstrained replay now); {} otherwise."""
+    if w.limit_gpu_share is None:
+        return {}
+    base = next((c for c in cells if c["seed"] == seed and c["scheduler"] == name
+                 and c["gangs"] == 0.0 and c["workload"] == _base_name(w.trace)), None)
+    if base is not None:
+        peak = base["peak_gpu"]
+    else:
+        peak = Replay(trace, make(name), ReplayConfig(seed=seed)).run().metrics[
+            "peak_asked"].get("GPU", 0.0)
+    return {"limits": {"GPU": round(w.limit_gpu_share * peak, 6)}}
+
+
+def _base_name(trace: str) -> str:
+    return next(n for n, t in _MIXES if t == trace)
 
 
 # ---- targets and the table -----------------------------------------------------------------
@@ -191,6 +288,64 @@ def averages(cells, scheduler: str = "efficient") -> dict:
             "mean_cost_over_best": sum(ratios) / len(ratios) if ratios else None}
 
 
+# ---- when the cloud says no: the targets (docs/capacity.md) ----------------------------------
+
+def cloud_targets(cells) -> list:
+    """Per cloud cell, each target of docs/capacity.md against Ray's decisions (the
+    ``engine`` cell of the same workload and seed): (workload, seed, scheduler, target,
+    met, figures). Stock-outs: never placed, stock-out calls and cost at most Ray's,
+    p95 at most 1.10 x. Launch failures: pods placed and p95 within 5 % of Ray's.
+    Limits: the peak asked never above the GPU limit. Spot: the efficient mode's cost
+    below its own on the plain mix (on-demand only)."""
+    rows, groups = [], _group(cells)
+    for (w, g, s), row in groups.items():
+        ray = row.get("engine")
+        for name, c in row.items():
+            if w.startswith("limit70-") and c["limit_gpu"] is not None:
+                rows.append((w, s, name, "peak GPU <= limit", c["peak_gpu"] <= c["limit_gpu"]
+                             + 1e-6, f"{c['peak_gpu']:g} of {c['limit_gpu']:g}, "
+                             f"{c['limit_blocked_ticks']} ticks held back"))
+            if w.startswith("spot-") and name.startswith("efficient"):
+                od = groups.get((w[len("spot-"):], 0.0, s), {}).get(name)
+                if od is not None and c["cost"] is not None and od["cost"] is not None:
+                    rows.append((w, s, name, "cost < on-demand only", c["cost"] < od["cost"],
+                                 f"{c['cost']:.0f} vs {od['cost']:.0f}; lost GPU-h "
+                                 f"{c['lost_gpu_hours']:.1f}, {c['interruptions']} "
+                                 f"interruptions"))
+            if ray is None or name == "engine":
+                continue
+            if w.startswith("stockout-"):
+                for t, ok, fig in (
+                        ("never placed <= Ray", c["never_placed"] <= ray["never_placed"],
+                         f"{c['never_placed']} vs {ray['never_placed']}"),
+                        ("stockouts <= Ray", c["stockouts"] <= ray["stockouts"],
+                         f"{c['stockouts']} vs {ray['stockouts']}"),
+                        ("p95 <= 1.10 x Ray", c["pending_p95_s"] <= 1.10 * ray["pending_p95_s"],
+                         f"{c['pending_p95_s']:.0f} vs {ray['pending_p95_s']:.0f} s"),
+                        ("cost <= Ray", c["cost"] is None or c["cost"] <= ray["cost"],
+                         f"{_fmt(c['cost'], '.0f')} vs {_fmt(ray['cost'], '.0f')}")):
+                    rows.append((w, s, name, t, ok, fig))
+            if w.startswith("launchfail-"):
+                for t, ok, fig in (
+                        ("placed >= 0.95 x Ray", c["placed"] >= 0.95 * ray["placed"],
+                         f"{c['placed']} vs {ray['placed']}"),
+                        ("p95 <= 1.05 x Ray", c["pending_p95_s"] <= 1.05 * ray["pending_p95_s"],
+                         f"{c['pending_p95_s']:.0f} vs {ray['pending_p95_s']:.0f} s")):
+                    rows.append((w, s, name, t, ok, fig))
+    return rows
+
+
+def cloud_table(cells) -> str:
+    rows = cloud_targets(cells)
+    if not rows:
+        return ""
+    lines = ["| workload | seed | scheduler | target | met | figures |", "|---|---|---|---|---|---|"]
+    lines += [f"| {w} | {s} | {n} | {t} | {'yes' if ok else '**no**'} | {fig} |"
+              for w, s, n, t, ok, fig in rows]
+    met = sum(ok for *_, ok, _ in rows)
+    return "\n".join(lines + ["", f"cloud targets met: {met} of {len(rows)}"])
+
+
 # ---- the plot ------------------------------------------------------------------------------
 
 def plot(cells, path: str) -> None:
@@ -247,14 +402,23 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="seed 0 only")
     ap.add_argument("--seeds", default=None, help="comma-separated seeds (default 0,1,2,3)")
     ap.add_argument("--workloads", default=None,
-                    help=f"comma-separated, of {', '.join(w.name for w in WORKLOADS)}")
+                    help=f"comma-separated, of {', '.join(w.name for w in ALL_WORKLOADS)} "
+                         f"(default: {', '.join(w.name for w in WORKLOADS)})")
+    ap.add_argument("--cloud", action="store_true",
+                    help="the cloud-refusal workloads (stockout-*, launchfail-*, spot-*, "
+                         "limit70-*) and the four plain openb mixes they are compared "
+                         "with, instead of the default workloads")
     ap.add_argument("--schedulers", default=None,
                     help=f"comma-separated (default {','.join(SCHEDULERS)})")
     ap.add_argument("--out", default="suite-out",
                     help="directory for suite.json, suite.md and suite.png (default suite-out)")
     args = ap.parse_args(argv)
-    by_name = {w.name: w for w in WORKLOADS}
-    workloads = [by_name[n] for n in _pick(args.workloads, by_name, "workloads")]
+    by_name = {w.name: w for w in ALL_WORKLOADS}
+    # --cloud: the cloud workloads and the plain mixes they are compared with (the spot
+    # target compares with the plain mix, limit70 takes its limit from its peak)
+    cloud = [w for w in WORKLOADS if w.trace in STOCKOUT_GROUPS] + list(CLOUD_WORKLOADS)
+    default = ",".join(w.name for w in (cloud if args.cloud else WORKLOADS))
+    workloads = [by_name[n] for n in _pick(args.workloads or default, by_name, "workloads")]
     schedulers = _pick(args.schedulers, SCHEDULERS, "schedulers")
     if args.quick and args.seeds:
         raise SystemExit("--quick is seed 0: leave out --seeds")
@@ -292,6 +456,9 @@ def main(argv=None) -> int:
         f"{name}: {a['cells_meeting_every_target']} of {a['cells']} cells meet every target; "
         f"mean cost / best of Ray and FFD {_fmt(a['mean_cost_over_best'], '.3f')} "
         f"(target <= 0.90)" for name, a in avg.items()]
+    cloud = cloud_table(cells)
+    if cloud:
+        lines += ["", cloud]
     lines.append(f"wall time {meta['wall_s']:.0f} s")
     print("\n".join(lines))
     with open(os.path.join(args.out, "suite.md"), "w") as f:

@@ -1,27 +1,18 @@
-"""One tick: Problem in, Plan out (the phases of docs/ray-semantics.md §3 in order)."""
+"""One tick: Problem in, Plan out, through the policy registry and the seam every
+policy shares (``vecsched.engine.tick``)."""
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
-from vecsched.engine.model import ippr
-from vecsched.engine.raycompat.context import Context
-from vecsched.engine.model.assemble import (Decisions, Placements, Terminations,
-                                            assemble_plan)
-from vecsched.engine.model.dtypes import IDX, QTY, Sched, Status
-from vecsched.engine.raycompat.phases import (enforce_constraint, enforce_max_global, enforce_max_per_type,
-                     enforce_min_workers, gang_reasons, idle_termination, pending_idle,
-                     release_pending_idle, sched_gangs, sched_requests, terminate_outdated)
-from vecsched.engine.raycompat.requests_view import Requests
 from vecsched.engine.model.plan import Plan
 from vecsched.engine.model.problem import Problem
+from vecsched.engine.tick import POLICIES, Limits, TickInputs, run
 
-MODES = ("ray-compat", "efficient")
+MODES = tuple(POLICIES)
 
 
 def schedule(problem: Problem, *, mode: str = "ray-compat",
-             pending_since: dict | None = None, now_s: float = 0.0, options=None) -> Plan:
+             pending_since: dict | None = None, now_s: float = 0.0, options=None,
+             limits: Limits | None = None, unavailable=frozenset(),
+             probing=frozenset()) -> Plan:
     """Decide launches, terminations and infeasible demand for one tick.
 
     ``mode`` "ray-compat" reproduces Ray 2.60's ResourceDemandScheduler decision
@@ -31,68 +22,18 @@ def schedule(problem: Problem, *, mode: str = "ray-compat",
     timestamps come back in ``plan.pending_since``. The input is not modified.
 
     ``mode`` "efficient" (``vecsched.engine.efficient``, opt-in, not Ray-exact) chooses for
-    cost; ``options`` is its ``EfficientOptions``.
+    cost; ``options`` is its ``EfficientOptions``. ``mode`` "baseline" is the
+    first-fit-decreasing yardstick (``vecsched.engine.baseline``).
+
+    ``limits`` (``vecsched.engine.tick.Limits``): caps on resource totals and cost
+    per hour, for every mode; ``unavailable``: worker groups the availability
+    memory holds out (``vecsched.engine.tick.AvailabilityMemory``), read by the
+    efficient mode and the baseline (ray-compat reads Ray's availability scores,
+    which are part of the Problem); ``probing``: groups that may launch one node
+    (their hold ended, nothing of theirs landed since). With none of these, the
+    policy runs on the Problem as given. See docs/capacity.md.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode: unknown scheduling mode {mode!r}; available: {MODES}")
-    if mode == "efficient":
-        from .efficient import schedule_efficient      # not loaded on the ray-compat path
-        return schedule_efficient(problem, options)
-    if options is not None:
-        raise ValueError("options: only mode='efficient' takes options")
-    ctx = Context(problem)
-    rq = Requests(problem)
-    terminate_outdated(ctx)
-    enforce_min_workers(ctx)
-    enforce_max_per_type(ctx)
-    enforce_max_global(ctx)
-    constraint_bad = enforce_constraint(ctx, rq)
-    gang_bad, gang_order = sched_gangs(ctx, rq)
-    run_order, infeasible, why, placements = sched_requests(ctx, rq)
-    since = {}
-    tracking = not math.isnan(problem.pending_idle_timeout_s)
-    if tracking:
-        since = pending_idle(ctx, {k: list(v) for k, v in (pending_since or {}).items()}, now_s)
-    gang_why = gang_reasons(ctx, rq, gang_bad) if gang_bad.any() else np.zeros(len(gang_bad),
-                                                                                 np.int8)
-    kept = idle_termination(ctx)
-    if tracking:
-        release_pending_idle(ctx, since)
-    send = [m for m in ctx.nodes[ctx.ippr_attached[ctx.nodes]].tolist() if ippr.to_send(ctx, m)]
-    queued = [bool((ctx.ippr_desired[m] != problem.node_ippr["desired"][m]).any()
-                   or problem.node_ippr["k8s"][m] != ippr.K8S_NEW) for m in send]
-    return _assemble(ctx, run_order, infeasible, why, placements,
-                     ippr_send=np.asarray(send, IDX), ippr_queued=np.asarray(queued, bool),
-                     constraint_infeasible=constraint_bad, gang_infeasible=gang_bad,
-                     gang_why=gang_why, idle_kept=np.asarray(kept[kept < problem.N], IDX),
-                     gang_order=np.asarray(gang_order, IDX), pending_since=since)
-
-
-def _assemble(ctx: Context, run_order, infeasible, why, placements, **extra) -> Plan:
-    """The shared assembly (`assemble_plan`) of the node list's decisions. What
-    is Ray's own: terminations are named in list order, nodes the tick itself
-    added are simply not launched (Ray would emit empty-id terminations for them,
-    quirk Q4), REQUESTED / RAY_STOP_REQUESTED instances are never named (quirk
-    Q13), and a unit packed onto a node cut before launch keeps slot -1 (placed
-    as Ray counts it, on no node: quirk Q1 with Q4 fixed). ``extra``: the Plan
-    fields beyond the common ones."""
-    p = ctx.p
-    nodes = ctx.nodes
-    N = p.N
-    launching = nodes[ctx.sched[nodes] == Sched.TO_LAUNCH]
-    term = nodes[(ctx.sched[nodes] == Sched.TO_TERMINATE) & (nodes < N)
-                 & ~np.isin(ctx.status[nodes], Status.UNTERMINABLE)]
-    live = ctx.live()
-    # Problem row of each slot in the list: itself, or N + j for the j-th launch.
-    slot_of = np.full(ctx.M, -1, np.int64)
-    slot_of[nodes] = np.where(nodes < N, nodes, -1)
-    slot_of[launching] = N + np.arange(len(launching))
-    m, s, k = placements
-    return assemble_plan(p, Decisions(
-        new_type=ctx.type[launching],
-        new_template=ctx.template[launching],
-        terms=Terminations(term, ctx.cause[term], ctx.cause_value[term]),
-        placements=Placements(slot_of[m], s, k) if len(m) else Placements.of_chunks([], [], []),
-        infeasible=infeasible, infeasible_why=why, run_order=run_order,
-        cluster_resources=ctx.total[live].sum(axis=0) if len(live) else np.zeros(p.R, QTY)),
-        **extra)
+    return run(problem, mode, TickInputs(options=options, pending_since=pending_since,
+                                         now_s=now_s, limits=limits,
+                                         unavailable=frozenset(unavailable or ()),
+                                         probing=frozenset(probing or ())))

@@ -127,6 +127,22 @@ def _have_ray() -> bool:
 
 
 # ---- replay ------------------------------------------------------------------------------
+def _add_cloud_arguments(r: argparse.ArgumentParser) -> None:
+    """``--capacity`` and ``--limit``: when the cloud, or the user, says no."""
+    r.add_argument("--capacity", action="append", default=[], metavar="GROUP=N",
+                   help="the simulated cloud gives worker group GROUP at most N live "
+                        "instances (a launch beyond is a stock-out); GROUP=TIME:N,TIME:N "
+                        "changes it over time (none: unlimited). Repeatable; over the "
+                        "worker table's capacity column (docs/capacity.md)")
+    r.add_argument("--limit", dest="limits", action="append", default=[],
+                   metavar="RESOURCE=N",
+                   help="never ask for more than N of RESOURCE in total (CPU, GPU, memory, "
+                        "any custom one; cost_per_hour from the groups' prices), counting "
+                        "every instance from QUEUED to running; GROUP/RESOURCE=N for one "
+                        "group. Repeatable; Ray's own scheduler has no limits "
+                        "(docs/capacity.md)")
+
+
 def add_replay_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("trace", nargs="?", default=None,
                    help="bundled trace (openb, openb_gpuspec33) or a demand Parquet file "
@@ -188,6 +204,7 @@ def add_replay_arguments(r: argparse.ArgumentParser) -> None:
                    help="preemptions per running-node hour in the simulated cloud (0)")
     r.add_argument("--launch-failure-rate", type=float, default=0.0,
                    help="probability a launch call fails in the simulated cloud (0)")
+    _add_cloud_arguments(r)
     r.add_argument("--cross-check", action="store_true",
                    help="on every tick with pending placement groups, solve them with CP-SAT "
                         "(untimed, off the tick path) and write each scheduler's gap to "
@@ -379,9 +396,13 @@ def _load_replay(args):
                               tail_s=args.tail, max_concurrent_launches=args.max_launches,
                               upscaling_speed=args.upscaling_speed,
                               preemption_rate_per_h=args.preemption_rate,
+                              capacity=_capacity_flags(args.capacity),
+                              limits=_limit_flags(args.limits),
                               launch_failure_rate=args.launch_failure_rate,
                               pending_idle_timeout_s=args.pending_idle_timeout)
         trace = load(args.trace, args.groups, window, GangOverlay(args.gangs, seed=args.seed))
+        from vecsched.adapters.replay.capacity import check_groups
+        check_groups(config, trace)
     except (TraceError, ProblemError) as e:
         raise UsageError(str(e)) from None
     except (ValueError, KeyError) as e:      # a window or config value the replay refuses
@@ -406,6 +427,26 @@ def _refuse_unplaceable(trace, args) -> None:
                          f"{g.describe()}. Give worker groups that can (--groups FILE; "
                          f"vecsched trace import NODES.csv --map MAP.toml --kind groups "
                          f"--out DIR makes DIR/groups.parquet)")
+
+
+def _capacity_flags(items: list):
+    """``--capacity GROUP=N`` flags as ``ReplayConfig.capacity`` (None: none given)."""
+    from vecsched.adapters.replay.capacity import parse_capacity
+    out = {}
+    for text in items:
+        group, spec = parse_capacity(text)               # ValueError names the flag
+        out[group] = spec.capacity if not spec.schedule else text.partition("=")[2].strip()
+    return out or None
+
+
+def _limit_flags(items: list):
+    """``--limit RESOURCE=N`` flags as ``ReplayConfig.limits`` (None: none given)."""
+    from vecsched.adapters.replay.capacity import parse_limit
+    out = {}
+    for text in items:
+        group, res, v = parse_limit(text)
+        out[res if group is None else f"{group}/{res}"] = v
+    return out or None
 
 
 def _print_trace(console, args, trace) -> None:

@@ -352,6 +352,9 @@ def prepare(stats_path: Optional[str] = None) -> Ledger:
     autoscaler_module.KubeRayProvider = skipping_provider(cloud_provider.KubeRayProvider,
                                                           ledger)
     cls = installed()
+    if cls is not None:      # a worker pod Pending past a timeout counts as a stock-out
+        from vecsched.adapters.ray.capacity_settings import for_kuberay
+        cls.availability_setting = for_kuberay(cls.availability_setting)
     if cls is not None and cls.mode == "engine" and os.environ.get(ENV_RAY_CHECK) == "1":
         autoscaler_module.ResourceDemandScheduler = ray_checked(cls, ledger)
     ledger._write()

@@ -63,6 +63,8 @@ class AutoscalerScheduler(EngineScheduler):
 
     mode = "engine"
     efficient_options = None       # mode "efficient": its EfficientOptions (None: defaults)
+    limits_setting = None          # VECSCHED_LIMITS (capacity_settings.py): Limits or None
+    availability_setting = None    # VECSCHED_AVAILABILITY: AvailabilityOptions, False or None
     stats_path: Optional[str] = None
     built = 0                      # instances built in this process (the Autoscaler builds one)
     _latest = None                 # weak reference to the last one built (the collector's)
@@ -74,6 +76,9 @@ class AutoscalerScheduler(EngineScheduler):
         if self.mode == "efficient":
             kwargs.setdefault("mode", "efficient")
             kwargs.setdefault("options", self.efficient_options)
+        if self.mode in ("engine", "efficient"):
+            kwargs.setdefault("limits", self.limits_setting)
+            kwargs.setdefault("availability", self.availability_setting)
         super().__init__(event_logger, warm=False, **kwargs)
         type(self).built += 1
         self.counters: Counter = Counter()
@@ -87,6 +92,8 @@ class AutoscalerScheduler(EngineScheduler):
         self.decisions: Counter = Counter()   # (kind, cause, node_type) -> n
         self.ray_decided: Counter = Counter()  # reason -> ticks
         self.infeasible_now: Counter = Counter()
+        self.limits_now: dict = {}            # the last engine tick's limits (docs/capacity.md)
+        self.held_out_now: list = []          # groups the availability memory held out
         self._started = time.time()
         AutoscalerScheduler._latest = weakref.ref(self)   # one per monitor process
         self._shadow = EngineScheduler(None, warm=False) if self.mode == "shadow" else None
@@ -164,6 +171,11 @@ class AutoscalerScheduler(EngineScheduler):
         reply = self._timed("ray", lambda r: ResourceDemandScheduler.schedule(self, r),
                             request)
         self.counters["ray_ticks"] += 1
+        if self.limits is not None and not self.limits.empty and reply.to_launch:
+            # Ray's scheduler knows no limits: on a tick it decides (the warm-up, an engine
+            # error) nothing is launched, so a limit is never exceeded (docs/capacity.md).
+            self.counters["limit_held_ray_launches"] += sum(lr.count for lr in reply.to_launch)
+            reply.to_launch = []
         return reply
 
     def _schedule_engine(self, request, tick):
@@ -235,6 +247,9 @@ class AutoscalerScheduler(EngineScheduler):
         with self.lock:
             self.decisions.update(decided)
             self.infeasible_now = infeasible
+            if plan is not None:
+                self.limits_now = dict(plan.stats.get("limits", {}))
+                self.held_out_now = list(plan.stats.get("held_out", []))
             if reason is not None:
                 self.ray_decided[reason] += 1
 
@@ -255,6 +270,8 @@ class AutoscalerScheduler(EngineScheduler):
                 "decisions": dict(self.decisions),
                 "ray_decided": dict(self.ray_decided),
                 "infeasible_now": dict(self.infeasible_now),
+                "limits_now": {k: dict(v) for k, v in self.limits_now.items()},
+                "held_out_now": list(self.held_out_now),
                 "warmup_ready": self.warmup.ready(),
                 "warmup_s": self.warmup_s,
                 "warmup_failed": self.warmup.error is not None,

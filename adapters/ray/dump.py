@@ -258,8 +258,10 @@ def with_dumps(cls: type, directory: str,
         def schedule(self, request):
             n = type(self)._dumped = type(self)._dumped + 1
             try:
+                ctx = dict(context() if context else {})
+                ctx.update(_capacity_context(self))
                 dump_request(request, os.path.join(self._dump_dir, f"tick-{n:06d}.json"),
-                             context() if context else None)
+                             ctx or None)
             except Exception:
                 if not getattr(self, "_dump_failed", False):
                     logger.exception("vecsched: cannot dump the request to %s",
@@ -270,6 +272,24 @@ def with_dumps(cls: type, directory: str,
     Dumping.__name__ = cls.__name__
     Dumping.__qualname__ = cls.__qualname__
     return Dumping
+
+
+def _capacity_context(sched) -> dict:
+    """The scheduler's limits and the groups its availability memory holds out before
+    the tick (``vecsched explain`` words demand held back by them)."""
+    out = {}
+    if getattr(sched, "engine_mode", "ray-compat") != "ray-compat":
+        out["engine_mode"] = sched.engine_mode
+    lim = getattr(sched, "limits", None)
+    if lim is not None and not lim.empty:
+        out["limits"] = {"total": dict(lim.total), "per_group": dict(lim.per_group),
+                         "prices": dict(lim.prices)}
+    mem = getattr(sched, "memory", None)
+    if mem is not None:
+        held = sorted(mem.unavailable(sched._now_ns() / 1e9))
+        if held:
+            out["held_out"] = held
+    return out
 
 
 def install_dumps(context: Optional[Callable[[], dict]] = None) -> Optional[type]:

@@ -54,7 +54,8 @@ def efficient_options(mode: str, raw: Optional[str] = None):
     return _build(_parse(raw))
 
 
-def _parse(raw: str) -> dict:
+def _parse(raw: str, env: str = ENV_OPTIONS) -> dict:
+    """The JSON object of ``raw`` (inline, or the path of a file), read for ``env``."""
     text, where = raw, "its value"
     if not raw.lstrip().startswith("{"):
         where = f"file {raw!r}"
@@ -62,15 +63,15 @@ def _parse(raw: str) -> dict:
             with open(raw, encoding="utf-8") as f:
                 text = f.read()
         except OSError as e:
-            raise InstallError(f"{ENV_OPTIONS}: cannot read {where}: {e.strerror or e}; "
+            raise InstallError(f"{env}: cannot read {where}: {e.strerror or e}; "
                                "nothing was installed") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise InstallError(f"{ENV_OPTIONS}: {where} is not JSON ({e.msg} at line {e.lineno} "
+        raise InstallError(f"{env}: {where} is not JSON ({e.msg} at line {e.lineno} "
                            f"column {e.colno}); nothing was installed") from None
     if not isinstance(data, dict):
-        raise InstallError(f"{ENV_OPTIONS}: {where} must be a JSON object of options, got "
+        raise InstallError(f"{env}: {where} must be a JSON object of options, got "
                            f"{type(data).__name__}; nothing was installed")
     return data
 

@@ -8,6 +8,11 @@ did, and every answer is read from its decision data, not from a second algorith
   the shape (the largest offer named), no group matches the label selector, the
   groups that fit are at ``maxReplicas``/``max_workers``, the cluster is at
   ``max_num_nodes``; an infeasible ``request_resources()`` constraint;
+* demand held back by a limit on a total (``VECSCHED_LIMITS``: the dump's context
+  ``limits``, else the variable where explain runs; docs/capacity.md), with each
+  limit's value and what the tick asked for; demand every fitting group of which
+  is held out after the cloud refused it (the context's ``held_out``: the
+  availability memory of the scheduler that dumped it);
 * each group that could not grow: at its maximum while demand that fits it waits; its
   decided nodes held back by the launch limits (upscaling speed / KubeRay's
   ``upscalingMode``, ``AUTOSCALER_MAX_CONCURRENT_LAUNCHES``), computed by Ray's own
@@ -106,8 +111,8 @@ class _Reasons:
     for all bundles at once (one array comparison), and each distinct answer is
     worded once."""
 
-    def __init__(self, p, counts: np.ndarray, words: _Words):
-        self.p, self.counts, self.words = p, counts, words
+    def __init__(self, p, counts: np.ndarray, words: _Words, plan=None):
+        self.p, self.counts, self.words, self.plan = p, counts, words, plan
         self.offers = _Offers(p)
         self.cols = {name: r for r, name in enumerate(p.resources)}
         self.blocked_max: set = set()
@@ -127,7 +132,8 @@ class _Reasons:
         ``needs`` the bundles (dicts), ``selectors`` their label selectors in words."""
         rows = np.array([self.row(n) for n in needs]).reshape(len(needs), self.p.R)
         out: list = [None] * len(needs)
-        at_max = np.flatnonzero((whys != 1) & (whys != 3) & (whys != 4))
+        at_max = np.flatnonzero((whys != 1) & (whys != 3) & (whys != 4) & (whys != 5)
+                                & (whys != 6))
         if at_max.size:
             fits = self.offers.fits(rows[at_max])
             for i, f in zip(at_max.tolist(), fits):
@@ -138,10 +144,24 @@ class _Reasons:
         for i in np.flatnonzero(whys == 4).tolist():
             out[i] = ("no_label_match", f"no worker group with room for it matches its label "
                                         f"selector ({selectors[i] or '?'})")
+        for i in np.flatnonzero(whys == 5).tolist():
+            out[i] = ("held_back_by_limit", "held back by a limit: " + self._limits_words())
+        for i in np.flatnonzero(whys == 6).tolist():
+            st = self.plan.stats if self.plan is not None else {}
+            held = ", ".join(list(st.get("held_out", [])) + list(st.get("probing", [])) or
+                             ["?"])
+            out[i] = ("out_of_stock", f"every worker group that fits it and has room is held "
+                                      f"out after the cloud refused it (one node a tick "
+                                      f"asked of those that are its only fit): {held}")
         for i in np.flatnonzero(whys == 3).tolist():
             out[i] = ("at_max_num_nodes",
                       f"the cluster is at max_num_nodes ({self.p.max_num_nodes} nodes)")
         return out
+
+    def _limits_words(self) -> str:
+        rows = (self.plan.stats.get("limits") if self.plan is not None else None) or {}
+        return "; ".join(f"{name} {r['asked']:g} asked of {r['limit']:g}"
+                         for name, r in rows.items()) or "?"
 
     def _at_max_words(self, fits: np.ndarray) -> tuple:
         key = fits.tobytes()
@@ -205,7 +225,11 @@ def explain(request, context: dict | None = None) -> dict:
     words = _Words(context)
     d = decode(request)
     p = d.problem
-    plan = schedule(p)
+    # The dumping scheduler's mode (efficient: its default options, the dump has not
+    # its prices) and the groups its availability memory held out.
+    mode = context.get("engine_mode", "ray-compat")
+    plan = schedule(p, mode=mode, limits=_limits(context, request),
+                    unavailable=context.get("held_out") or ())
     live = np.ones(p.N, bool)
     live[plan.term_node] = False
     counts = np.bincount(p.node_type[live], minlength=p.T) + plan.launch
@@ -213,7 +237,9 @@ def explain(request, context: dict | None = None) -> dict:
         "nodes": int(p.N), "launch": plan.launches(),
         "terminate": dict(Counter(c for _, c in plan.terminations())),
         "groups": {p.type_names[t]: int(counts[t]) for t in range(p.T) if p.type_configured[t]}}}
-    reasons = _Reasons(p, counts, words)
+    reasons = _Reasons(p, counts, words, plan)
+    if "limits" in plan.stats:
+        out["summary"]["limits"] = plan.stats["limits"]
     out["unplaced"] += _unplaced_runs(d, plan, reasons)
     out["unplaced"] += _unplaced_gangs(d, plan, reasons)
     if plan.constraint_infeasible:
@@ -231,6 +257,15 @@ def explain(request, context: dict | None = None) -> dict:
     out["groups"] += _idle_kept(p, plan, words)
     out["context"] = context
     return out
+
+
+def _limits(context: dict, request):
+    """The limits the tick was decided under: the dump's, else ``VECSCHED_LIMITS``."""
+    import json
+
+    from .capacity_settings import limits_from_env
+    raw = context.get("limits")
+    return limits_from_env(raw=json.dumps(raw)) if raw else limits_from_env()
 
 
 def _not_running_yet(request) -> list:

@@ -35,6 +35,9 @@ Environment (read in the autoscaler process; ``ray start`` passes its own enviro
   (nothing is installed: stock Ray).
 * ``VECSCHED_EFFICIENT_OPTIONS``: the efficient mode's options, a JSON object inline or
   the path of a JSON file (``efficient_settings.py``); only with ``VECSCHED_MODE=efficient``.
+* ``VECSCHED_LIMITS``: caps on resource totals and cost per hour, any mode; and
+  ``VECSCHED_AVAILABILITY``: the availability memory's options (efficient mode), both
+  JSON inline or in a file (``capacity_settings.py``, docs/capacity.md).
 * ``VECSCHED_STATS_FILE``: where the stats JSON goes; default
   ``<logs-dir>/vecsched_stats.json`` under the monitor's ``--logs-dir``.
 * ``VECSCHED_METRICS_PORT``: also serve vecsched's Prometheus metrics on this port (``0``:
@@ -64,6 +67,7 @@ from .autoscaler_scheduler import AutoscalerScheduler
 from .checks import (ENV_MODE, ENV_UNTESTED_RAY, MODES, TESTED_RAY_VERSIONS, InstallError,
                      check_ray_version, ray_version_supported, resolve_mode)
 from .drain import install_stopper, uninstall_stopper
+from .capacity_settings import availability_from_env, limits_from_env
 from .efficient_settings import ENV_OPTIONS, efficient_options
 from .start_hook import HOOK, MONITOR_SCRIPT, ray_start_hook
 from .stats import ENV_STATS_FILE, STATS_FILE_NAME, read_stats
@@ -101,6 +105,8 @@ def install(mode: Optional[str] = None, stats_path: Optional[str] = None) -> Opt
     """
     mode = resolve_mode(mode)
     options = efficient_options(mode) if mode != "ray" else None
+    limits = limits_from_env(getattr(options, "prices", None)) if mode != "ray" else None
+    availability = availability_from_env() if mode != "ray" else None
     metrics_port = _metrics_port()
     if mode == "ray":
         logger.info("vecsched: %s=ray, nothing installed; Ray's own scheduler decides",
@@ -121,7 +127,8 @@ def install(mode: Optional[str] = None, stats_path: Optional[str] = None) -> Opt
                            "ResourceDemandScheduler(...) by name; refusing to install")
     cls = type("EngineScheduler", (AutoscalerScheduler,),
                {"mode": mode, "stats_path": stats_path, "built": 0,
-                "efficient_options": options,
+                "efficient_options": options, "limits_setting": limits,
+                "availability_setting": availability,
                 "__module__": __name__,
                 "__doc__": f"AutoscalerScheduler installed with mode={mode!r}."})
     cls.__qualname__ = f"AutoscalerScheduler[{mode}]"

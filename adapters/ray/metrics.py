@@ -53,7 +53,7 @@ class SchedulerCollector:
 
     def _families(self, v: Optional[dict]) -> list:
         return [self._info(v), self._ticks(v), self._tick_seconds(v), *self._decisions(v),
-                *self._warmup(v), *self._shadow(v)]
+                *self._warmup(v), *self._shadow(v), *self._capacity(v)]
 
     @staticmethod
     def _info(v):
@@ -134,6 +134,26 @@ class SchedulerCollector:
             f.add_metric(["no"], v["shadow_diff_ticks"] - known)
             errs.add_metric([], v["shadow_errors"])
         return [f, errs]
+
+
+    @staticmethod
+    def _capacity(v):
+        head = m.gauge("limit_headroom", "Per limit (VECSCHED_LIMITS, docs/capacity.md): "
+                       "the limit minus what the last engine tick asked for (nodes from "
+                       "QUEUED to running plus its launches); 0 or below: demand is held "
+                       "back. limit=<resource> cluster-wide or <group>/<resource>.",
+                       ["limit"])
+        value = m.gauge("limit", "Per limit: its value.", ["limit"])
+        held = m.gauge("held_out_groups", "Worker groups the availability memory held out "
+                       "of the last engine tick's launches after the cloud refused them "
+                       "(efficient mode), 1 per group.", ["node_type"])
+        if v is not None:
+            for name, row in sorted(v.get("limits_now", {}).items()):
+                head.add_metric([name], row["headroom"])
+                value.add_metric([name], row["limit"])
+            for name in v.get("held_out_now", []):
+                held.add_metric([name], 1)
+        return [head, value, held]
 
 
 # ---------------------------------------------------------------- where it is served

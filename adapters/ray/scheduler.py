@@ -1,6 +1,7 @@
 """EngineScheduler: a drop-in for Ray 2.60's ResourceDemandScheduler."""
 from __future__ import annotations
 
+import copy
 import gc
 import logging
 import time
@@ -14,8 +15,10 @@ from ray.autoscaler.v2.scheduler import (ResourceDemandScheduler, SchedulingRepl
 
 from vecsched.engine import schedule
 from vecsched.engine.schedule import MODES
+from vecsched.engine.tick import AvailabilityMemory, AvailabilityOptions, Limits, get
 
 from . import wire
+from .availability import CloudAnswers, apply
 from .codec import SpecCache, decode, encode
 
 logger = logging.getLogger(__name__)
@@ -35,20 +38,39 @@ class EngineScheduler(ResourceDemandScheduler):
     ``"efficient"`` (``vecsched.engine.efficient``: chosen for cost, not Ray-exact; it
     cancels unneeded pending nodes itself, so Ray's pending-idle tracking is not
     run), with ``options`` its ``EfficientOptions`` (e.g. the worker groups'
-    prices); it is ``engine_mode``. The last tick's plan is ``last_plan``.
+    prices); it is ``engine_mode``. ``"baseline"``: the first-fit-decreasing
+    yardstick. The last tick's plan is ``last_plan``.
+
+    ``limits`` (``vecsched.engine.tick.Limits``, any mode): caps on resource totals
+    and cost per hour (docs/capacity.md); with none, ray-compat is Ray's exactly.
+    ``availability``: the efficient mode and the baseline keep an availability
+    memory (``vecsched.engine.tick.AvailabilityMemory``) of the groups the cloud
+    refused, read from the request's instance records (``availability.CloudAnswers``)
+    and held out of launches for a while; pass ``AvailabilityOptions`` to tune it,
+    ``False`` to turn it off. Ray-compat reads Ray's own availability scores.
     """
 
     def __init__(self, event_logger=None, *, new_id: Optional[Callable[[], str]] = None,
                  now_ns: Optional[Callable[[], int]] = None,
                  monotonic: Optional[Callable[[], float]] = None, warm: bool = True,
-                 mode: str = "ray-compat", options=None):
+                 mode: str = "ray-compat", options=None, limits: Optional[Limits] = None,
+                 availability=None):
         if mode not in MODES:
             raise ValueError(f"mode: unknown scheduling mode {mode!r}; available: {MODES}")
         if options is not None and mode != "efficient":
             raise ValueError("options: only mode='efficient' takes options")
+        if limits is not None and not isinstance(limits, Limits):
+            raise ValueError(f"limits: expected vecsched.engine.tick.Limits, got {limits!r}")
         super().__init__(event_logger)
         self.engine_mode = mode     # ``mode`` is the installed subclass's engine / shadow
         self._options = options
+        self.limits = limits
+        self.memory = None
+        if availability is not False and get(mode).reads_memory:
+            self.memory = AvailabilityMemory(availability if isinstance(
+                availability, AvailabilityOptions) else None)
+        self._answers = CloudAnswers(
+            pending_stockout_s=self.memory.options.pending_stockout_s if self.memory else None)
         self._stability = _stability_window() if mode == "efficient" else None
         self._drains = _drain_memory() if mode == "efficient" else None
         self._quiet = _quiet_window() if mode == "efficient" else None
@@ -86,14 +108,21 @@ class EngineScheduler(ResourceDemandScheduler):
         t0 = time.perf_counter()
         decoded = decode(request, self._specs)
         t1 = time.perf_counter()
-        if self.engine_mode == "efficient":
-            tracking = False
-            opts = self._efficient_options(decoded)
-            plan = schedule(decoded.problem, mode="efficient", options=opts)
-        else:
+        memory, events = self._read_answers(request)
+        now_s = self._now_ns() / 1e9
+        unavailable = memory.unavailable(now_s) if memory is not None else ()
+        probing = memory.probing(now_s) if memory is not None else ()
+        opts = None
+        if self.engine_mode == "ray-compat":
             tracking = request.pending_idle_timeout_s is not None
             plan = schedule(decoded.problem, pending_since=self._pending_since,
-                            now_s=self._monotonic() if tracking else 0.0)
+                            now_s=self._monotonic() if tracking else 0.0, limits=self.limits)
+        else:
+            tracking = False
+            opts = self._efficient_options(decoded) if self.engine_mode == "efficient" else None
+            opts = _spot_priced(opts, memory, decoded.problem, self._now_ns() / 1e9)
+            plan = schedule(decoded.problem, mode=self.engine_mode, options=opts,
+                            limits=self.limits, unavailable=unavailable, probing=probing)
         t2 = time.perf_counter()
         reply = encode(decoded, plan, new_id=self._new_id, now_ns=self._now_ns)
         t3 = time.perf_counter()
@@ -103,6 +132,10 @@ class EngineScheduler(ResourceDemandScheduler):
         self._specs = decoded.cache
         self.last_plan = plan
         self.stats["engine_ticks"] += 1
+        if memory is not None:
+            self.memory = memory
+            self._answers.commit(events, (ai.im_instance.instance_id for ai in
+                                          request.current_instances if ai.im_instance))
         if tracking:
             self._pending_since = plan.pending_since
         if self._drains is not None:
@@ -127,6 +160,16 @@ class EngineScheduler(ResourceDemandScheduler):
                 logger.exception("Failed to emit event logs.")
         return reply
 
+    def _read_answers(self, request):
+        """(the memory after this tick's answers, the answers): a copy, kept only once
+        the tick succeeds (a failed tick leaves the scheduler's state as it was)."""
+        if self.memory is None:
+            return None, []
+        events = self._answers.scan(request.current_instances, self._now_ns() / 1e9)
+        memory = copy.deepcopy(self.memory) if events else self.memory
+        apply(memory, events)
+        return memory, events
+
     def _efficient_options(self, decoded):
         """This tick's efficient options: the caller's, with what the memory across
         ticks adds (the stability window's held nodes, the nodes being disrupted)."""
@@ -138,6 +181,21 @@ class EngineScheduler(ResourceDemandScheduler):
         opts = self._stability.options_for(p, keys, self._options, now, self._now_ns())
         opts = self._drains.options_for(p, lambda i: _instance_key(decoded, i), opts)
         return self._quiet.options_for(p, keys, opts, now, restarted=self._drains.ended > 0)
+
+
+def _spot_priced(opts, memory, p, now_s: float):
+    """The efficient options with each group's recent interruptions priced in (the
+    availability memory's ``interruption_prices``); unchanged without prices."""
+    if opts is None or not opts.prices or memory is None:
+        return opts
+    import dataclasses
+
+    from vecsched.engine.model.dtypes import Status
+    running = {}
+    for t in p.node_type[p.node_status == Status.RAY_RUNNING].tolist():
+        running[p.type_names[t]] = running.get(p.type_names[t], 0) + 1
+    prices = memory.interruption_prices(dict(opts.prices), running, now_s)
+    return opts if prices == opts.prices else dataclasses.replace(opts, prices=prices)
 
 
 class _Once:

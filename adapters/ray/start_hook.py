@@ -39,7 +39,10 @@ def ray_start_hook(ray_params, head: bool) -> None:
     mode = resolve_mode()
     if mode != "ray":
         from .efficient_settings import efficient_options
-        efficient_options(mode)          # a bad VECSCHED_EFFICIENT_OPTIONS fails `ray start`
+        from .capacity_settings import availability_from_env, limits_from_env
+        opts = efficient_options(mode)   # a bad VECSCHED_EFFICIENT_OPTIONS fails `ray start`
+        limits_from_env(getattr(opts, "prices", None))      # so does a bad VECSCHED_LIMITS
+        availability_from_env()
     if mode == "ray":
         _say(f"vecsched: {ENV_MODE}=ray: the autoscaler runs Ray's own scheduler")
         return

@@ -39,6 +39,12 @@ class ReplayConfig:
     # the raylets keep CPU-only work off GPU nodes while others have room
     # (RAY_scheduler_avoid_gpu_nodes, on by default in Ray; cluster.py)
     avoid_gpu_nodes: bool = True
+    # when the cloud says no (capacity.py, docs/capacity.md): per worker group, the live
+    # instances the cloud gives, a count or a schedule "TIME:N,TIME:N" (over the worker
+    # table's capacity columns; --capacity); limits on totals, "RESOURCE" or
+    # "GROUP/RESOURCE" -> value, cost_per_hour priced by the worker groups (--limit)
+    capacity: Optional[dict] = None
+    limits: Optional[dict] = None
 
     def __post_init__(self):
         for name in ("tick_s", "tail_s", "idle_timeout_s", "alloc_latency_s",
@@ -63,6 +69,9 @@ class ReplayConfig:
                               or not math.isfinite(t) or t < 0):
             raise ValueError(f"pending_idle_timeout_s must be None or a finite number >= 0, "
                              f"got {t!r}")
+        from .capacity import capacity_groups, limit_items
+        capacity_groups(self.capacity)       # ValueError naming the group or the limit
+        limit_items(self.limits)
 
 
 __all__ = ["DEFAULT_WINDOW", "ReplayConfig"]

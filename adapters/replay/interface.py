@@ -16,6 +16,11 @@ the infeasible multiset, the infeasible placement groups.
 its default, so the replay never probes a scheduler (no ``hasattr`` / ``getattr``):
 
     use_trace(trace)            before ``start``: the trace's worker groups (e.g. prices)
+    use_limits(limits)          before ``start``: the user's limits on totals
+                                (``engine.tick.Limits`` or None; default: ignored, as
+                                Ray's own scheduler has none)
+    last_plan                   the engine's plan of the latest decision, when it made
+                                one (the replay counts the ticks a limit held demand back)
     drain_deadline_s            the drain deadline of its consolidation (0: none)
     start(clock)                once per replay, before the first decision: the simulated
                                 clock (ns); a scheduler builds its state here, once
@@ -59,6 +64,9 @@ class TickState:
     max_num_nodes: Optional[int] = None
     gangs: list = field(default_factory=list)      # GangSpec per pending group
     pending_idle_timeout_s: Optional[float] = None
+    # the records that entered ALLOCATION_FAILED, ALLOCATION_TIMEOUT or RAY_STOPPED since
+    # the last tick, as Ray's reconciler sends them (cloud_answers.CloudFeed)
+    answers: list = field(default_factory=list)
 
     @property
     def pending_units(self) -> int:
@@ -108,6 +116,14 @@ class ReplayScheduler(abc.ABC):
 
     def use_trace(self, trace) -> None:
         """The replayed trace, before ``start`` (default: not needed)."""
+
+    def use_limits(self, limits) -> None:
+        """The user's limits, before ``start`` (default: ignored)."""
+
+    @property
+    def last_plan(self):
+        """The engine's plan of the latest decision (default: None)."""
+        return None
 
     @property
     def drain_deadline_s(self) -> float:
@@ -171,6 +187,13 @@ class ForwardingScheduler(ReplayScheduler):
 
     def use_trace(self, trace) -> None:
         self.inner.use_trace(trace)
+
+    def use_limits(self, limits) -> None:
+        self.inner.use_limits(limits)
+
+    @property
+    def last_plan(self):
+        return self.inner.last_plan
 
     def start(self, clock: Clock) -> None:
         self.inner.start(clock)

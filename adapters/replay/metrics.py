@@ -79,6 +79,11 @@ DEFINITIONS = (
     "CPU-h / GPU-h: what they had run",
     "cancelled before join (queued / booting): the scheduler's terminations of instances "
     "whose ray node never joined, counted under the cause CANCELLED_BEFORE_JOIN (not IDLE)",
+    "stockouts / launch failures / interruptions: the simulated cloud's refusals (a launch "
+    "over a group's capacity, a failed launch call, a spot instance taken back); peak "
+    "asked: per resource (and cost_per_hour) the peak total of every instance from QUEUED "
+    "to running; limit blocked ticks: ticks on which a --limit held demand back "
+    "(docs/capacity.md)",
     "restarts = requeued; drained: consolidation drains ended (deadline hit: with work "
     "still running); disrupted max: most nodes stopping at once for a non-idle cause; "
     "relaunch: consolidations followed within 10 min by a launch of the same type",

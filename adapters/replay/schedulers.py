@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from vecsched.engine import build_problem
-from vecsched.engine.baseline.ffd import schedule_baseline
+from vecsched.engine import schedule
 from vecsched.engine.model.dtypes import Status
 
-from .interface import (Clock, Decision, ReplayScheduler, TickState, bundle_key,
+from .interface import (Clock, Decision, ReplayScheduler, TickState, _zero_clock, bundle_key,
                         describe_diff)
 
 
@@ -73,10 +73,12 @@ ray_decision = reply_decision            # the name this had before the engine u
 def ray_request(state: TickState):
     """The ``SchedulingRequest`` Ray's reconciler would build for this tick."""
     from vecsched.adapters.replay.demand_specs import scheduling_request
-    return scheduling_request(state.types, state.nodes, state.requests, ids=state.ids,
-                              gangs=state.gangs, idle_timeout_s=state.idle_timeout_s,
-                              max_num_nodes=state.max_num_nodes,
-                              pending_idle_timeout_s=state.pending_idle_timeout_s)
+    req = scheduling_request(state.types, state.nodes, state.requests, ids=state.ids,
+                             gangs=state.gangs, idle_timeout_s=state.idle_timeout_s,
+                             max_num_nodes=state.max_num_nodes,
+                             pending_idle_timeout_s=state.pending_idle_timeout_s)
+    req.current_instances.extend(state.answers)     # the cloud's answers since the last tick
+    return req
 
 
 def _problem(state: TickState):
@@ -106,6 +108,13 @@ class EngineSched(ReplayScheduler):
         self.request = None
         self.sched = None                # the EngineScheduler, from ``start``
 
+    def use_limits(self, limits) -> None:
+        self._kwargs = dict(self._kwargs, limits=limits)
+
+    @property
+    def last_plan(self):
+        return self.sched.last_plan if self.sched is not None else None
+
     def start(self, clock: Clock) -> None:
         """The EngineScheduler on the simulated clock ``clock`` (ns)."""
         from vecsched.adapters.ray.scheduler import EngineScheduler
@@ -132,12 +141,44 @@ class EngineSched(ReplayScheduler):
 
 class BaselineSched(ReplayScheduler):
     """The first-fit-decreasing baseline; its ``build_problem`` is timed with it (it is
-    the baseline's own decoding)."""
+    the baseline's own decoding). It keeps an availability memory of the groups the
+    cloud refused (the tick's ``answers``, read as ``EngineScheduler`` reads them) and
+    applies the user's limits, through the engine's seam."""
     name = "baseline"
 
+    def __init__(self):
+        self._limits = None
+        self._plan = None
+        self.start(_zero_clock)
+
+    def use_limits(self, limits) -> None:
+        self._limits = limits
+
+    @property
+    def last_plan(self):
+        return self._plan
+
+    def start(self, clock: Clock) -> None:
+        from vecsched.adapters.ray.availability import CloudAnswers
+        from vecsched.engine.tick import AvailabilityMemory
+        super().start(clock)
+        self.memory, self.answers = AvailabilityMemory(), CloudAnswers()
+
     def run(self, state: TickState):
+        from vecsched.adapters.ray.availability import apply
+        now = self.clock() / 1e9
+        events = self.answers.scan(state.answers, now)
+        landed = [("landed", ns.type, now, False, i) for ns, i in zip(state.nodes, state.ids)
+                  if ns.status == Status.RAY_RUNNING and i not in self.answers.running]
+        apply(self.memory, events + landed)
+        self.answers.commit(events + landed, [ai.im_instance.instance_id for ai in state.answers]
+                            + list(state.ids))
         p = _problem(state)
-        return schedule_baseline(p), p
+        plan = schedule(p, mode="baseline", limits=self._limits,
+                        unavailable=self.memory.unavailable(now),
+                        probing=self.memory.probing(now))
+        self._plan = plan
+        return plan, p
 
     def decision(self, out, state, _state) -> Decision:
         return _from_plan(out[0], out[1], state)

@@ -67,6 +67,7 @@ from typing import Callable, Optional
 
 from vecsched.adapters.sim.lifecycle import IllegalTransition, InvalidMove
 from .config import DEFAULT_WINDOW, ReplayConfig
+from .cloud_answers import CloudSide
 from .interface import Decision, ReplayScheduler, TickState
 from .metrics import Metrics, summarize
 from .placement_groups import GangOverlay
@@ -113,6 +114,8 @@ class Replay:
         self.record = record_decisions
         scheduler.use_trace(trace)
         self.world = World.build(trace, config, scheduler.drain_deadline_s)
+        self.cloud = CloudSide(trace, config, self.world)     # stock-outs, spot, limits
+        scheduler.use_limits(self.cloud.limits)
         self.view = TickView(trace, self.world.store, self.world.cluster, config)
         self.metrics = Metrics([t.name for t in trace.types])
         self.last: Optional[Decision] = None
@@ -153,6 +156,7 @@ class Replay:
         w = self.world
         w.drains.play_until(now)                # arrivals, completions, drains ending
         w.clock.ns = int(round(now * NS))
+        self.cloud.before(now)                  # the capacity schedules
         w.provider.step(w.clock.ns)             # what the cloud did by now
         w.settle(now)                           # (a) the raylets act on it
         seen = _Seen()
@@ -167,6 +171,7 @@ class Replay:
             self.metrics.disruption.applied(now, moves.plan, w.store)
             self.metrics.launch_step(moves.launch_step)
         w.sync(now)                             # (c) the decision's stops take no work
+        self.cloud.after(self.scheduler.last_plan if self.last is not None else None)
         if self.record:
             self.decisions.append(self.last.key() if self.last is not None else None)
         self.metrics.tick(now, seen.pending, seen.seconds, w.store)
@@ -175,7 +180,7 @@ class Replay:
         """The reconciler's scheduling step, after its timeouts: the tick's one view,
         the scheduler's decision on it; returns (launches, terminations)."""
         self.world.settle(now)                  # (b) a timeout may have moved a node
-        state = self.view.state(now)
+        state = self.cloud.dress(self.view.state(now), now)   # + the cloud's answers
         self.last = None
         try:
             decision = self.scheduler.decide(state)
@@ -202,6 +207,7 @@ class Replay:
         metrics = summarize(self.trace, self.cfg, self.world, self.metrics, check=check,
                             warm=self.warm, last=self.last, gang_name=self.view.gang_name,
                             end_s=end, wall_s=time.perf_counter() - t_wall)
+        metrics.update(self.cloud.summary())
         return ReplayResult(self.scheduler.name, self.trace.name, self.trace.scaling, metrics,
                             self.metrics.series(), [t.name for t in self.trace.types],
                             list(self.trace.warnings), self.decisions,

@@ -32,6 +32,7 @@ from vecsched.adapters.traces import (ACCELERATOR_PREFIX, BUNDLED, DEFAULT_TRACE
                       read_demand, read_worker_groups, validate_demand,
                       validate_worker_groups, worker_group_specs)
 from vecsched.adapters.traces.fit import gaps
+from .capacity import group_clouds
 from .placement_groups import GangOverlay, Gangs, build as build_gangs, permute, together
 from .window import Window, describe, select
 
@@ -65,6 +66,8 @@ class LoadedTrace:
     caps: str = ""                               # the per-node caps, in words ("": none)
     warm: Optional[np.ndarray] = None            # (U,) bool: alive at the window's start
     load_info: dict = field(default_factory=dict)  # the load replayed (summary.json)
+    cloud: dict = field(default_factory=dict)    # worker group -> capacity.GroupCloud, from
+                                                 # the worker table's cloud columns
 
     def __post_init__(self):
         if self.gangs is None:
@@ -165,7 +168,7 @@ def load(trace=None, groups=None, window: Window = Window(),
         unit_shape=unit_shape, shapes=shapes, rows=rows,
         scaling=scaling, oversized=oversized, warnings=warnings, gangs=pg,
         prices=prices, price_source=price_source, caps=cap_note, warm=warm,
-        load_info=_load_info(window, sel))
+        load_info=_load_info(window, sel), cloud=group_clouds(wg))
 
 
 def _worker_types(wg: pa.Table) -> list:

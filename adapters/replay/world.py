@@ -27,6 +27,7 @@ from vecsched.engine.model.dtypes import Kind, Status
 
 from vecsched.adapters.sim.lifecycle import (InstanceStore, Move, ReconcileConfig, SimClock,
                                              SimNodeType, sequential_ids)
+from .capacity import merged_groups, sim_types
 from .cluster import Cluster
 from .config import ReplayConfig
 from .draining import Drains, DrainingProvider
@@ -45,6 +46,8 @@ class World:
     drains: Drains
     resources: dict                  # type name -> its resources (the nodes' totals)
     synced_version: int = -1         # the store version of the last ``sync``
+    groups: dict = None              # worker group -> capacity.GroupCloud (the table's cloud
+                                     # columns, ``config.capacity`` over them)
 
     @classmethod
     def build(cls, trace: LoadedTrace, config: ReplayConfig,
@@ -61,12 +64,13 @@ class World:
                           latency_jitter=config.latency_jitter,
                           launch_failure_rate=config.launch_failure_rate,
                           preemption_rate_per_h=config.preemption_rate_per_h)
-        provider = DrainingProvider(store, {}, seed=config.seed, default=sim,
-                                    deadline_s=drain_deadline_s)
+        groups = merged_groups(trace.cloud, config.capacity)
+        provider = DrainingProvider(store, sim_types(groups, sim, [t.name for t in trace.types]),
+                                    seed=config.seed, default=sim, deadline_s=drain_deadline_s)
         cluster = Cluster(trace.columns, trace.shapes, trace.arrival_s, trace.duration_s,
                           trace.unit_shape, trace.gangs, avoid_gpu_nodes=config.avoid_gpu_nodes)
         return cls(clock, store, provider, cluster, Drains(provider, cluster),
-                   {t.name: t.resources for t in trace.types})
+                   {t.name: t.resources for t in trace.types}, groups=groups)
 
     def start_head(self) -> None:
         """The head node (type ``head``), running from t = 0."""

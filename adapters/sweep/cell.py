@@ -23,7 +23,7 @@ from vecsched.adapters.replay.window import Window
 from vecsched.adapters.traces import (TRACES, bundled, bundled_trace, read_demand,
                                       read_worker_groups, validate_worker_groups)
 
-from .grid import AXES, KNOBS, cell_key
+from .grid import AXES, CLOUD_KEYS, KNOBS, cell_key
 
 KEY_COLUMNS = ("key",) + AXES
 _INSTANCE_FIELDS = ("decided", "requested", "allocated", "failed", "running", "never_launched")
@@ -41,7 +41,7 @@ def catalogue_table(spec: dict) -> pa.Table:
     table = read_worker_groups(_path(spec["groups"], False))
     rows = table.to_pylist()
     names = [r["type"] for r in rows]
-    for key in ("only", "prices", "max_workers"):
+    for key in ("only", "prices", "max_workers") + CLOUD_KEYS:
         unknown = sorted(set(spec.get(key) or ()) - set(names))
         if unknown:
             raise ValueError(f"catalogue {key}: no worker group named {', '.join(unknown)}")
@@ -57,6 +57,11 @@ def catalogue_table(spec: dict) -> pa.Table:
         if r["type"] in spec["max_workers"]:
             r["max_workers"] = int(spec["max_workers"][r["type"]])
             r["min_workers"] = min(r["min_workers"], r["max_workers"])
+        for k in CLOUD_KEYS:                      # the cloud's side of the group
+            if k == "spot" and r["type"] in spec.get("spot", ()):
+                r["spot"] = True
+            elif k != "spot" and r["type"] in spec.get(k, {}):
+                r[k] = spec[k][r["type"]]
     out = pa.Table.from_pylist(rows, schema=table.schema)
     return validate_worker_groups(out.replace_schema_metadata(table.schema.metadata))
 
@@ -110,6 +115,8 @@ def row(params: dict, metrics: dict) -> dict[str, Any]:
             out[k] = v
     for k in _INSTANCE_FIELDS:
         out[f"instances_{k}"] = metrics["instances"][k]
+    for r, v in sorted((metrics.get("peak_asked") or {}).items()):   # docs/capacity.md
+        out[f"peak_asked_{r}"] = float(v)
     warm = metrics.get("warm_start") or {}
     out["warm_start_units"] = int(warm.get("units", 0))
     out["warm_start_nodes"] = int(warm.get("nodes", 0))

@@ -22,6 +22,11 @@ A TOML file (standard library ``tomllib``)::
     prices = { "cpu-32c-256g" = 0.9 }   # per-group prices (after the factors)
     only = ["cpu-32c-256g", "g2-96c-384g-8gpu"]   # keep only these groups
     max_workers = { "g2-96c-384g-8gpu" = 50 }
+    capacity = { "g2-96c-384g-8gpu" = 10 }           # the cloud's side (docs/capacity.md):
+    capacity_schedule = { "g3-128c-768g-8gpu" = "0:4,600:none" }   # the worker-group
+    launch_failure_rate = { "g2-96c-384g-8gpu" = 0.3 }             # table's columns,
+    spot = ["t4-96c-384g-4gpu"]                                    # per group
+    interruption_rate_per_h = { "t4-96c-384g-4gpu" = 0.2 }
 
     [grid]                           # lists; the cells are their product
     workload = ["last-300"]          # default: every workload
@@ -58,8 +63,10 @@ KNOBS = ("idle_timeout_s", "max_concurrent_launches", "upscaling_speed",
 AXES = ("workload", "scheduler", "seed", "catalogue", "gangs") + KNOBS
 WORKLOAD_KEYS = ("trace", "groups", "pods", "start", "from", "to", "duration", "warm_start",
                  "arrival_scale", "compress", "gangs")
+CLOUD_KEYS = ("capacity", "capacity_schedule", "launch_failure_rate", "spot",
+              "interruption_rate_per_h")
 CATALOGUE_KEYS = ("groups", "price_factor", "gpu_price_factor", "prices", "only",
-                  "max_workers")
+                  "max_workers") + CLOUD_KEYS
 CONFIG_KEYS = tuple(f.name for f in fields(ReplayConfig))
 PARETO_X = ("cost", "gpu_hours")
 
@@ -216,12 +223,44 @@ def _catalogue(name: str, spec, src: str, base: Path) -> dict:
             raise GridError(f"{where}.{k}", "must be a table of group = value")
         out[k] = {str(g): _number(v, f"{where}.{k}.{g}", integer=integer)
                   for g, v in sorted(table.items())}
+    _cloud(spec, out, where)
     only = spec.get("only")
     if only is not None:
         if not isinstance(only, list) or not only or not all(isinstance(x, str) for x in only):
             raise GridError(f"{where}.only", "must be a non-empty list of group names")
         out["only"] = sorted(only)
     return out
+
+
+def _cloud(spec: dict, out: dict, where: str) -> None:
+    """A catalogue's cloud columns (``CLOUD_KEYS``), checked as the table checks them."""
+    from vecsched.adapters.traces.schema import capacity_schedule
+    for k in ("capacity", "launch_failure_rate", "interruption_rate_per_h",
+              "capacity_schedule"):
+        table = spec.get(k)
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            raise GridError(f"{where}.{k}", "must be a table of group = value")
+        vals = {}
+        for g, v in sorted(table.items()):
+            w = f"{where}.{k}.{g}"
+            if k == "capacity_schedule":
+                try:
+                    capacity_schedule(v)
+                except (ValueError, TypeError) as e:
+                    raise GridError(w, str(e)) from None
+                vals[str(g)] = str(v)
+            else:
+                vals[str(g)] = _number(v, w, integer=k == "capacity")
+                if k == "launch_failure_rate" and v > 1:
+                    raise GridError(w, f"must be within [0, 1], got {v!r}")
+        out[k] = vals
+    spot = spec.get("spot")
+    if spot is not None:
+        if not isinstance(spot, list) or not all(isinstance(x, str) for x in spot):
+            raise GridError(f"{where}.spot", "must be a list of group names")
+        out["spot"] = sorted(spot)
 
 
 def _axis(grid: dict, name: str, default: list, where: str) -> list:

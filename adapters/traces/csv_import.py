@@ -221,12 +221,36 @@ def group_columns(rows: _Rows) -> tuple[dict, list]:
     cols["min_workers"] = (_integers(rows, "min_workers", rows.number(
         "min_workers", f["min_workers"], True)) if "min_workers" in f else [0] * rows.n)
     if m.aggregate:
+        cloud = [k for k in map_file.GROUP_CLOUD if k in f]
+        if cloud:
+            raise CsvImportError(rows.name, f"groups.{cloud[0]}: not with aggregate = true "
+                                 f"(aggregated groups have no rows of their own)",
+                                 f"groups.{cloud[0]}")
         return _aggregate(cols, rows.n), [f"{rows.n} rows aggregated by shape"]
+    _cloud_columns(rows, cols)
     cols["type"] = rows.text("type", f["type"])
     cols["max_workers"] = _integers(rows, "max_workers",
                                     rows.number("max_workers", f["max_workers"], True))
     cols["price"] = [None if np.isnan(p) else float(p) for p in cols["price"]]
     return cols, []
+
+
+def _cloud_columns(rows: _Rows, cols: dict) -> None:
+    """The optional cloud columns (``map_file.GROUP_CLOUD``) the mapping names."""
+    f = rows.m.fields
+    if "capacity" in f:
+        cols["capacity"] = pa.array(_integers(rows, "capacity", rows.number(
+            "capacity", f["capacity"], False)), pa.int64())
+    for k in ("launch_failure_rate", "interruption_rate_per_h"):
+        if k in f:
+            cols[k] = pa.array([None if np.isnan(v) else float(v)
+                                for v in rows.number(k, f[k], False)], pa.float64())
+    if "spot" in f:
+        cols["spot"] = pa.array([None if np.isnan(v) else bool(v)
+                                 for v in rows.number("spot", f["spot"], False)], pa.bool_())
+    if "capacity_schedule" in f:
+        cols["capacity_schedule"] = pa.array(rows.text("capacity_schedule",
+                                                       f["capacity_schedule"]), pa.string())
 
 
 def _aggregate(cols: dict, n: int) -> dict:

@@ -31,6 +31,11 @@ A TOML file (read with the standard library's ``tomllib``) with up to three tabl
     aggregate = false             # true: max_workers = rows of that shape (a node list)
     cpu = "cpu"; memory = "mem"; gpu = "gpus"; gpu_model = "model"
     min_workers = "0"; max_workers = "max_nodes"; price = "usd_per_hour"
+    capacity = "quota"            # optional, what a replay's simulated cloud does for the
+    capacity_schedule = "quota_by_time"    # group: capacity (null: unlimited) or a
+    launch_failure_rate = "0.05"  # schedule "TIME:N,...", launch failure rate, spot
+    spot = "is_spot"              # (nonzero: true) and its interruptions per hour
+    interruption_rate_per_h = "0.1"
     [groups.resources]
     [groups.labels]               # label name = column
 
@@ -63,7 +68,10 @@ DEMAND_TIMES = ("arrival", "departure", "duration", "started")
 DEMAND_KEYS = DEMAND_TIMES + DEMAND_NUMBERS + DEMAND_TEXT + (
     "max_per_node", "min_duration_s", "resources")
 GROUP_NUMBERS = ("cpu", "memory", "gpu", "min_workers", "max_workers", "price")
-GROUP_KEYS = GROUP_NUMBERS + ("type", "gpu_model", "aggregate", "resources", "labels")
+GROUP_CLOUD = ("capacity", "capacity_schedule", "launch_failure_rate", "spot",
+               "interruption_rate_per_h")      # optional, not with aggregate = true
+GROUP_KEYS = GROUP_NUMBERS + ("type", "gpu_model", "aggregate", "resources", "labels") \
+    + GROUP_CLOUD
 
 
 class MappingError(ValueError):

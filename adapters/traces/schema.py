@@ -62,11 +62,22 @@ WORKER_GROUP_SCHEMA = pa.schema([
     pa.field("price", pa.float64()),                       # per node-hour; null = unknown
     # version 2 (optional column)
     pa.field("resources", RESOURCES_TYPE),                 # custom resources; null = none
+    # version 2, the cloud's side (optional columns; what a replay's simulated cloud does
+    # for the group, docs/capacity.md)
+    pa.field("capacity", pa.int64()),                      # live instances the cloud gives;
+                                                           # null = unlimited
+    pa.field("capacity_schedule", pa.string()),            # "TIME:N,TIME:N" (seconds, N or
+                                                           # none) over the replay's time
+    pa.field("launch_failure_rate", pa.float64()),         # P(a launch call errors)
+    pa.field("spot", pa.bool_()),                          # a spot group (interrupted)
+    pa.field("interruption_rate_per_h", pa.float64()),     # per running instance-hour
 ])
 
 SCHEMA_VERSION = "2"
+CLOUD_COLUMNS = ("capacity", "capacity_schedule", "launch_failure_rate", "spot",
+                 "interruption_rate_per_h")
 V2_COLUMNS = {"demand": ("resources", "app", "max_per_node"),
-              "worker_groups": ("resources",)}
+              "worker_groups": ("resources",) + CLOUD_COLUMNS}
 # Custom resource names a table may not use: the columns and gpu_spec / gpu_model make
 # these, and Ray reserves "node:" (node ids, and the implicit per-node slots that
 # max_per_node becomes, ``mapping.cap_slot``).
@@ -322,4 +333,44 @@ def validate_worker_groups(table: pa.Table) -> pa.Table:
             if k == ACCELERATOR_LABEL and model is not None and v != model:
                 raise TraceError(kind, "labels", f"{k}={v!r} disagrees with gpu_model {model!r}", i)
     _check_resources(table, kind)
+    _check_cloud(table, kind)
     return table.select(WORKER_GROUP_SCHEMA.names)
+
+
+def capacity_schedule(text: str) -> tuple:
+    """A ``capacity_schedule`` value, ``"0:10,600:2,1800:none"``, as ((0.0, 10), (600.0,
+    2), (1800.0, None)): from each time on (seconds), that many live instances (none:
+    unlimited). ValueError naming the bad part."""
+    out = []
+    for part in str(text).split(","):
+        t, sep, c = part.strip().partition(":")
+        try:
+            at = float(t)
+            cap = None if c.strip().lower() in ("", "none", "null") else int(c)
+        except ValueError:
+            at, cap = float("nan"), None
+        if not sep or not math.isfinite(at) or at < 0 or (cap is not None and cap < 0):
+            raise ValueError(f"{part.strip()!r} is not TIME:N (TIME >= 0 seconds, N >= 0 or "
+                             f"none), e.g. 600:2")
+        out.append((at, cap))
+    times = [t for t, _ in out]
+    if times != sorted(times):
+        raise ValueError(f"times must ascend, got {times}")
+    return tuple(out)
+
+
+def _check_cloud(table: pa.Table, kind: str) -> None:
+    """The cloud columns: capacity >= 0, rates in range, schedules that parse."""
+    _numbers(table, "capacity", kind)
+    rate = _numbers(table, "launch_failure_rate", kind)
+    high = np.flatnonzero(rate > 1)
+    if high.size:
+        i = int(high[0])
+        raise TraceError(kind, "launch_failure_rate", f"must be within [0, 1], got {rate[i]}", i)
+    _numbers(table, "interruption_rate_per_h", kind)
+    for i, text in enumerate(table.column("capacity_schedule").to_pylist()):
+        if text is not None:
+            try:
+                capacity_schedule(text)
+            except ValueError as e:
+                raise TraceError(kind, "capacity_schedule", str(e), i) from None

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from vecsched.engine.model.assemble import Placements
-from vecsched.engine.model.dtypes import CNT, CODE, IDX, Why
+from vecsched.engine.model.dtypes import CNT, CODE, IDX
 from vecsched.engine.model.fits import anti_mask, selector_mask
 from vecsched.engine.model.problem import Problem
+from vecsched.engine.tick.reasons import why_rows
 from .ffd_tick import FfdTick
 
 # Relative slack when counting how many units fit, so that 0.3 / 0.1 (which is
@@ -99,7 +100,6 @@ def pack_runs(tick: FfdTick) -> tuple[np.ndarray, np.ndarray, np.ndarray, Placem
     """Place every run (see the module docstring); returns (run order, units
     left per run, the reason per run, placements)."""
     p = tick.p
-    fits_ever = np.maximum(p.node_total, p.node_free)[tick.alive]   # could a node ever hold it
     run_order = size_order(p)
     infeasible = np.zeros(p.S, dtype=CNT)
     why = np.zeros(p.S, dtype=CODE)
@@ -114,10 +114,10 @@ def pack_runs(tick: FfdTick) -> tuple[np.ndarray, np.ndarray, np.ndarray, Placem
         _on_opened(tick, run, placed)
         _on_new(tick, run, placed)
         if run.want:
-            c = tick.configured
             infeasible[s] = run.want
-            why[s] = _why(run.q, tick.cap[c], tick.type_left[c], tick.global_left,
-                          fits_ever[run.node_ok[tick.alive]], run.type_ok[c])
+    short = np.flatnonzero(infeasible)
+    if len(short):
+        why[short] = why_rows(p, short, capped=tick.global_left == 0)
     return run_order, infeasible, why, placed.placements()
 
 
@@ -176,19 +176,3 @@ def _on_new(tick: FfdTick, run: _Run, placed: _Placed) -> None:
         placed.record(N + j + np.arange(m), take, run.s)
         run.mine.update(range(N + j, N + j + m))
         run.want -= int(take.sum())
-
-
-def _why(qty: np.ndarray, cap: np.ndarray, type_left: np.ndarray, global_left: int,
-         fits_ever: np.ndarray, type_ok: np.ndarray) -> int:
-    """Reason a run kept unplaced units, given the configured types' free rows
-    cap (T', R), their remaining budgets (T',), what the existing nodes it may use
-    could hold and which types its label selectors admit (T',)."""
-    holds = (fit(cap, qty, 1) > 0) & type_ok
-    if not holds.any():
-        # No type fits. If an existing node could hold a unit (e.g. a running node
-        # larger than any config), the run is blocked because no more such nodes
-        # can be added: report that as a max_workers block.
-        return Why.MAX_WORKERS if (fit(fits_ever, qty, 1) > 0).any() else Why.NO_NODE_TYPE_FITS
-    if global_left == 0 and (type_left[holds] > 0).any():
-        return Why.MAX_NUM_NODES      # a fitting group still had room: the global cap stopped it
-    return Why.MAX_WORKERS

@@ -1,19 +1,17 @@
 """The mutable state of one baseline tick, and its fixed phases.
 
-The phases every policy has (outdated nodes, groups above their max,
-``min_worker_nodes`` launches, idle termination) follow the shared rules of
-``vecsched.engine.model.termination``; the packing phases (``ffd_gangs``,
-``ffd_runs``) read and change the budgets, free resources and opened nodes kept
-here.
+The phases every policy has (outdated nodes, ``min_worker_nodes`` launches,
+groups above their max, idle termination) are ``vecsched.engine.tick.fixed``'s,
+run over this state; the packing phases (``ffd_gangs``, ``ffd_runs``) read and
+change the budgets, free resources and opened nodes kept here.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from vecsched.engine.model.dtypes import CNT, QTY, Cause
+from vecsched.engine.model.dtypes import CNT, QTY
 from vecsched.engine.model.problem import Problem
-from vecsched.engine.model.termination import (cap_victims, longest_idle_first, outdated_terms,
-                                               terminable, type_idle_timeouts)
+from vecsched.engine.model.termination import terminable
 
 # "No cap" for the global node budget (max_num_nodes = -1).
 NO_CAP = 1 << 62
@@ -36,9 +34,11 @@ class NewNodes:
 
 class FfdTick:
     """One tick's decisions so far. ``gone``: existing nodes not in the cluster
-    after the tick; ``alive``: those kept by the cap phases (packing uses them);
-    ``type_left`` / ``global_left``: launches each configured type and the
-    cluster may still make; ``cap``: the free row of a brand-new node per type."""
+    after the tick (``alive`` is its complement); ``type_left`` / ``global_left``:
+    launches each configured type and the cluster may still make; ``cap``: the
+    free row of a brand-new node per type. The fixed phases
+    (``vecsched.engine.tick.fixed``) run over it through ``terminate``,
+    ``can_launch``, ``launch_many``, ``type_count`` and ``keeps_min``."""
 
     def __init__(self, p: Problem):
         self.p = p
@@ -50,32 +50,41 @@ class FfdTick:
         self.free = p.node_free.copy()
         self.new = NewNodes(p.R)
         self.alive = ~self.gone
-        self.type_count = np.zeros(p.T, CNT)
         self.type_left = np.zeros(p.T, CNT)
         self.global_left = NO_CAP
+        self._budgets()
 
-    def cut_outdated(self) -> None:
-        """Outdated nodes (already emptied by the builder) are terminated."""
-        self.terms += outdated_terms(self.p, self.terminable)
-
-    def cut_caps(self) -> None:
-        """Groups above max_worker_nodes lose victims (pending first, then the
-        longest idle, ties to the lowest index); then the launch budgets are set
-        from the nodes kept."""
+    def _budgets(self) -> None:
         p = self.p
-        for t in self.configured:
-            members = np.flatnonzero(~self.gone & (p.node_type == t))
-            excess = len(members) - int(p.type_max[t])
-            victims = cap_victims(p, members[self.terminable[members]], excess)
-            for n in victims.tolist():
-                self.terms.append((n, Cause.MAX_NUM_NODE_PER_TYPE, int(p.type_max[t])))
-            self.gone[victims] = True
-        self.alive = ~self.gone
-        self.type_count = np.bincount(p.node_type[self.alive], minlength=p.T).astype(CNT)
-        self.type_left = np.where(p.type_configured,
-                                  np.maximum(p.type_max - self.type_count, 0), 0)
+        have = np.bincount(p.node_type[self.alive], minlength=p.T) + self._new_counts()
+        self.type_left = np.where(p.type_configured, np.maximum(p.type_max - have, 0), 0)
         self.global_left = NO_CAP if p.max_num_nodes < 0 else \
-            max(p.max_num_nodes - int(self.alive.sum()), 0)
+            max(p.max_num_nodes - int(self.alive.sum()) - len(self.new.types), 0)
+
+    def terminate(self, n: int, cause: int, value: int) -> None:
+        self.gone[n] = True
+        self.alive[n] = False
+        self.terms.append((int(n), int(cause), int(value)))
+        self._budgets()
+
+    def type_count(self, t: int) -> int:
+        """Nodes of type t after the tick so far: existing ones kept, new ones."""
+        return int((self.alive & (self.p.node_type == t)).sum() + self.new.types.count(t))
+
+    def _new_counts(self) -> np.ndarray:
+        return np.bincount(np.asarray(self.new.types, np.int64), minlength=self.p.T)
+
+    def keeps_min(self, n: int) -> bool:
+        """Terminating node n would leave its configured type below min_worker_nodes."""
+        t = int(self.p.node_type[n])
+        return bool(self.p.type_configured[t]) and self.type_count(t) - 1 < self.p.type_min[t]
+
+    def can_launch(self, t: int) -> bool:
+        return self.type_left[t] > 0 and self.global_left != 0
+
+    def launch_many(self, t: int, k: int) -> int:
+        """``k`` brand-new nodes of type t; returns the first one's new index j."""
+        return self.open_new(t, np.repeat(self.cap[t:t + 1], k, axis=0))
 
     def open_new(self, t: int, free_rows: np.ndarray) -> int:
         """Open one new node of type t per row of ``free_rows`` within the budgets
@@ -84,29 +93,3 @@ class FfdTick:
         self.type_left[t] -= m
         self.global_left -= m
         return self.new.open(int(t), free_rows)
-
-    def open_min_workers(self) -> None:
-        """Launch until every group has min_worker_nodes, in type order."""
-        p = self.p
-        for t in self.configured:
-            m = min(int(p.type_min[t] - self.type_count[t]), int(self.type_left[t]),
-                    self.global_left)
-            if m > 0:
-                self.open_new(int(t), np.repeat(self.cap[t:t + 1], m, axis=0))
-
-    def cut_idle(self, received: np.ndarray) -> None:
-        """Idle running nodes that received nothing ((N,) ``received``) are
-        terminated, longest idle first, never taking a group below
-        min_worker_nodes."""
-        p = self.p
-        kept = self.type_count + np.bincount(np.asarray(self.new.types, np.int64),
-                                             minlength=p.T)
-        timeout_s = type_idle_timeouts(p)
-        idle = (self.alive & p.node_has_ray & ~received & self.terminable
-                & (p.node_idle_ms > timeout_s[p.node_type] * 1000.0))   # NaN timeout: never
-        for n in longest_idle_first(p, np.flatnonzero(idle)).tolist():
-            t = p.node_type[n]
-            if kept[t] - 1 >= p.type_min[t]:
-                kept[t] -= 1
-                self.gone[n] = True
-                self.terms.append((n, Cause.IDLE, int(p.node_idle_ms[n])))

@@ -33,12 +33,12 @@ import numpy as np
 
 from vecsched.engine.model.assemble import (Decisions, Placements, Terminations, assemble_plan,
                                             kept_totals, launch_counts)
-from vecsched.engine.model.dtypes import CNT, IDX, Cause, Kind, Status, Why
+from vecsched.engine.model.dtypes import CNT, IDX, Cause, Kind, Status
 from vecsched.engine.model.fits import fit_count, selector_mask
 from vecsched.engine.model.plan import Plan
 from vecsched.engine.model.problem import Problem
-from vecsched.engine.model.termination import (cap_victims, longest_idle_first, outdated_terms,
-                                               type_idle_timeouts)
+from vecsched.engine.tick import fixed
+from vecsched.engine.tick.reasons import why_rows
 from .cost import Costs
 from .gang_place import gang_batch, place_gangs
 from .options import EfficientOptions
@@ -57,15 +57,15 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
     costs = Costs(p, opts)
     stats: dict = {"scheduler": "efficient"}
     _outdated(st, opts)
-    _min_workers(st)
-    _caps(st)
+    fixed.min_workers(st)
+    fixed.caps(st)
     con_bad = _constraint(st, costs, opts)
     gang_bad, gang_order, gang_place = place_gangs(st, costs, opts, stats, guard)
     stats["gang_place"] = gang_place
     run_order, infeasible, why, placements = _demand(st, costs, opts)
     if opts.reserve:
         stats["reserve"] = place_reserve(st, costs, opts)
-    _idle(st)
+    fixed.idle(st, st.received)
     if opts.cancel_pending:
         _cancel_pending(st, opts.cancel_booting)
     replaced = consolidate(st, opts)
@@ -78,58 +78,11 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
                      gang_order=np.asarray(gang_order, IDX), stats=stats)
 
 
-# ---- fixed phases ---------------------------------------------------------------------
+# ---- fixed phases: the shared rules of vecsched.engine.tick.fixed ----------------------
 
 def _outdated(st: State, opts: EfficientOptions) -> None:
     """Outdated nodes go (``disruption.limit_outdated``: within the outdated budget)."""
-    p = st.p
-    built = np.flatnonzero(p.node_outdated & st.terminable[:p.N])
-    stale = []
-    for n in range(p.N if not p.disable_launch_config_check else 0):
-        if not st.alive[n] or not st.terminable[n] or p.node_status[n] != Status.RAY_RUNNING:
-            continue
-        t = int(p.node_type[n])
-        want = p.type_launch_hash[t]
-        if not p.type_configured[t] or (want and want != p.node_launch_hash[n]):
-            stale.append(n)
-    may = limit_outdated(p, st, opts, np.union1d(built, np.asarray(stale, np.int64)))
-    go = np.zeros(p.N, bool)
-    go[may] = True
-    st.terms += outdated_terms(p, go & st.terminable[:p.N])
-    for n in stale:
-        if go[n]:
-            st.terminate(n, Cause.OUTDATED, 0)
-
-
-def _min_workers(st: State) -> None:
-    p = st.p
-    for t in np.flatnonzero(p.type_configured).tolist():
-        while st.type_count(t) < p.type_min[t] and st.can_launch(t):
-            st.launch(t)
-
-
-def _victims(st: State, cand: np.ndarray, k: int) -> np.ndarray:
-    p = st.p
-    cand = cand[st.terminable[cand]]
-    if k <= 0 or not len(cand):
-        return cand[:0]
-    total = np.where(p.node_total[cand] > 0, p.node_total[cand], 1.0)
-    util = ((p.node_total[cand] - st.free[cand]) / total).mean(axis=1)
-    return cap_victims(p, cand, k, util)
-
-
-def _caps(st: State) -> None:
-    p = st.p
-    for t in np.flatnonzero(p.type_configured).tolist():
-        members = np.flatnonzero(st.alive[:p.N] & (p.node_type == t))
-        extra = len(members) - int(p.type_max[t])
-        for n in _victims(st, members, extra).tolist():
-            st.terminate(n, Cause.MAX_NUM_NODE_PER_TYPE, int(p.type_max[t]))
-    if p.max_num_nodes > 0:
-        members = np.flatnonzero(st.alive[:p.N])
-        extra = len(members) - p.max_num_nodes
-        for n in _victims(st, members, extra).tolist():
-            st.terminate(n, Cause.MAX_NUM_NODES, int(p.max_num_nodes))
+    fixed.outdated(st, lambda every: limit_outdated(st.p, st, opts, every))
 
 
 # ---- demand ---------------------------------------------------------------------------
@@ -159,8 +112,9 @@ def _demand(st: State, costs: Costs, opts: EfficientOptions):
     left = place_batch(st, costs, rows, p.shape_qty, p.shape_count, 0, opts.keep_gpu_for_gpu,
                        opts.fill_credit, out)
     why = np.zeros(S, np.int8)
-    for s in np.flatnonzero(left).tolist():
-        why[s] = _why(st, s)
+    short = np.flatnonzero(left)
+    if len(short):
+        why[short] = why_rows(p, short, capped=st.global_room == 0)
     size = costs.size(p.shape_qty)
     run_order = np.lexsort((np.arange(S), -size)).astype(IDX)
     return run_order, left.astype(CNT), why, _placements(out, S)
@@ -178,31 +132,7 @@ def _placements(out: Chunks, S: int) -> Placements:
     return Placements(slots.astype(IDX), runs.astype(IDX), units.astype(CNT))
 
 
-def _why(st: State, s: int) -> int:
-    p = st.p
-    holds = p.type_configured & (fit_count(p.type_free, p.shape_qty[s]) > 0) \
-        & selector_mask(p, s, p.type_label)
-    if not holds.any():
-        return Why.NO_NODE_TYPE_FITS
-    if st.global_room == 0:
-        return Why.MAX_NUM_NODES
-    return Why.MAX_WORKERS
-
-
 # ---- termination ----------------------------------------------------------------------
-
-def _idle(st: State) -> None:
-    p = st.p
-    N = p.N
-    timeout = type_idle_timeouts(p)[p.node_type]
-    with np.errstate(invalid="ignore"):
-        idle = (st.alive[:N] & st.terminable & ~st.received[:N] & p.node_has_ray
-                & (p.node_status == Status.RAY_RUNNING) & ~np.isnan(timeout)
-                & (p.node_idle_ms > timeout * 1000.0))
-    for n in longest_idle_first(p, np.flatnonzero(idle)).tolist():
-        if not st.keeps_min(n):
-            st.terminate(n, Cause.IDLE, int(p.node_idle_ms[n]))
-
 
 def _cancel_pending(st: State, booting: bool) -> None:
     """Pending nodes the plan puts nothing on, that no gang of the tick could use: the

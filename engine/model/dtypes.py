@@ -93,6 +93,11 @@ class Why:
     MAX_WORKERS = 2           # fits a type, but every such type is at max_worker_nodes
     MAX_NUM_NODES = 3         # fits a type, but the global max_num_nodes is reached
     NO_LABEL_MATCH = 4        # a type has room for it, but none matches its label selector
+    LIMIT = 5                 # a type that fits had room, but launching it would exceed a
+                              # limit on a total (vecsched.engine.tick.limits)
+    UNAVAILABLE = 6           # every type that fits and had room is held out after the
+                              # cloud refused it (vecsched.engine.tick.availability)
 
     NAMES = {0: "placed", 1: "no node type fits", 2: "blocked by max_worker_nodes",
-             3: "blocked by max_num_nodes", 4: "no node type matches its label selector"}
+             3: "blocked by max_num_nodes", 4: "no node type matches its label selector",
+             5: "held back by a limit", 6: "every fitting worker group is out of stock"}

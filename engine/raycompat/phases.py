@@ -12,6 +12,8 @@ from vecsched.engine.kernels.labels import _first_selector
 from vecsched.engine.kernels.records import GangRuns, Launch
 from vecsched.engine.kernels.score import _victim_util
 from vecsched.engine.model.termination import type_idle_timeouts
+from vecsched.engine.tick.fixed import hash_outdated
+from vecsched.engine.tick.reasons import classify
 from .order import gang_order, request_order, victim_order
 from .packer import Packer
 from .requests_view import Requests
@@ -27,10 +29,8 @@ def terminate_outdated(ctx: Context) -> None:
             continue   # a head is only warned about, never terminated
         if ctx.status[m] in Status.UNTERMINABLE:
             continue   # quirk Q13 fix: it becomes outdated once it is ALLOCATED
-        t = ctx.type[m]
-        want = p.type_launch_hash[t]
         node_hash = p.node_launch_hash[m] if m < p.N else ""
-        if not p.type_configured[t] or (want and want != node_hash):
+        if hash_outdated(p, int(ctx.type[m]), node_hash):     # the rule every policy shares
             ctx.terminate(m, Cause.OUTDATED, 0)
 
 
@@ -142,9 +142,10 @@ def _run_positions(rq: Requests, p, rows: list) -> list:
 
 
 def _why(ctx: Context, rq: Requests, qs: np.ndarray, n_nodes: int) -> np.ndarray:
-    """Why each request row in ``qs`` kept units unplaced: no configured type
-    holds one unit, else no such type matches its label selectors, else the global
-    node cap, else the per-type caps."""
+    """Why each request row in ``qs`` kept units unplaced: the reasons every policy
+    gives (``vecsched.engine.tick.reasons.classify``), over the tick's request view
+    (which holds merged STRICT_PACK rows: their selectors are tested with the
+    packing kernel's own test), the global cap counted on Ray's list."""
     p = ctx.p
     qs = np.asarray(qs, np.int64)
     need = rq.table.qty[qs][:, None, :]                        # (n, 1, R)
@@ -153,10 +154,7 @@ def _why(ctx: Context, rq: Requests, qs: np.ndarray, n_nodes: int) -> np.ndarray
     for i in np.flatnonzero(rq.has_sel[qs] & fits.any(axis=1)).tolist():
         for t in np.flatnonzero(fits[i]).tolist():        # the kernel's own test, in Python
             labelled[i, t] = _first_selector.py_func(p.type_label[t], int(qs[i]), rq.kernel) >= 0
-    capped = p.max_num_nodes >= 0 and n_nodes >= p.max_num_nodes
-    return np.where(~fits.any(axis=1), Why.NO_NODE_TYPE_FITS,
-                    np.where(~labelled.any(axis=1), Why.NO_LABEL_MATCH,
-                             Why.MAX_NUM_NODES if capped else Why.MAX_WORKERS)).astype(np.int8)
+    return classify(fits, labelled, p.max_num_nodes >= 0 and n_nodes >= p.max_num_nodes)
 
 
 def gang_reasons(ctx: Context, rq: Requests, bad: np.ndarray) -> np.ndarray:

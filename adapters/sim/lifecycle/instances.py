@@ -101,6 +101,8 @@ class InstanceRecord:
     node_kind: int = Kind.WORKER
     termination_cause: int = 0          # dtypes.Cause of the scale-down; 0 = none
     cancelled_before_join: bool = False  # terminated by the scheduler before ray ran on it
+    details: str = ""                   # what the last move that gave details said (e.g. why
+                                        # a launch failed: a stock-out or another error)
 
     @property
     def n_requests(self) -> int:
@@ -135,6 +137,7 @@ class Move:
     # A scheduler's termination of an instance whose ray node never joined (QUEUED,
     # ALLOCATED, RAY_INSTALLING): a launch cancelled, whatever cause the scheduler gave.
     cancelled_before_join: bool = False
+    details: str | None = None          # why (a failed launch's error, as Ray records it)
 
 
 class InvalidMove(ValueError):
@@ -333,6 +336,8 @@ class InstanceStore:
                 rec.termination_cause = m.cause
             if m.cancelled_before_join:
                 rec.cancelled_before_join = True
+            if m.details is not None:
+                rec.details = m.details
             rec.status = m.to_status
             rec.status_history.append((m.to_status, ts))
         self.version += 1

@@ -27,8 +27,8 @@ import numpy as np
 
 from vecsched.engine.model.dtypes import Kind, Status
 
-from .cloud import (ACCEPTED, LOST, NS_PER_S, CloudInstance, EventQueue, SimClock, SimCloud,
-                    SimNodeType)
+from .cloud import (ACCEPTED, FAILED, LOST, NS_PER_S, STOCKOUT, CloudInstance, EventQueue,
+                    SimClock, SimCloud, SimNodeType)
 from .instances import InstanceStore, Move
 
 S = Status
@@ -39,6 +39,12 @@ _RAY_ALIVE = (S.RAY_RUNNING, S.RAY_STOP_REQUESTED, S.RAY_STOPPING)
 # Event kinds, each applying one move when due (if its record has not moved on).
 _LAUNCH_FAILED, _ALLOCATE, _INSTALL, _RUN, _DRAIN, _DRAIN_REJECTED, _STOPPED, \
     _TERMINATE, _TERMINATE_FAILED, _PREEMPT = range(10)
+
+# What a failed launch's record says, as Ray's reconciler words it ("launch failed with
+# <the provider's error>"): a stock-out names the missing capacity, as clouds do.
+LAUNCH_FAILED_DETAILS = {STOCKOUT: "launch failed with InsufficientInstanceCapacity: the "
+                                   "simulated cloud has no capacity left for this type",
+                         FAILED: "launch failed with a simulated launch error"}
 
 _STATS = ("launches", "launch_failures", "stockouts", "lost", "allocations", "orphaned",
           "preemptions", "drains", "drains_rejected", "terminations", "termination_failures")
@@ -63,6 +69,7 @@ class SimProvider:
         self._stats = dict(drains=0, drains_rejected=0)
         self._events = EventQueue()
         self._seen: set[tuple[str, int]] = set()   # (instance_id, history length) handled
+        self._failure: dict[str, str] = {}         # instance id -> its failed launch's outcome
         self._scanned_version = -1
 
     # ---- the cloud's state, under the names this class always had -----------------------
@@ -119,6 +126,7 @@ class SimProvider:
                 if outcome == ACCEPTED:
                     ev.push(t0 + lat, _ALLOCATE, rec.instance_id, token)
                 elif outcome != LOST:              # lost: left to Ray's timeout
+                    self._failure[rec.instance_id] = outcome
                     ev.push(now_ns, _LAUNCH_FAILED, rec.instance_id, token)
             elif rec.status == S.TERMINATING:
                 failed, lat = self.cloud.termination(rec.instance_type)
@@ -153,7 +161,8 @@ class SimProvider:
                 self.cloud.orphan(rec.instance_type)
             return None
         if kind == _LAUNCH_FAILED:
-            return Move(instance_id, S.ALLOCATION_FAILED)
+            return Move(instance_id, S.ALLOCATION_FAILED,
+                        details=LAUNCH_FAILED_DETAILS[self._failure.pop(instance_id, FAILED)])
         if kind == _ALLOCATE:
             inst = self.cloud.allocate(rec.instance_type, due, owner=instance_id)
             return Move(instance_id, S.ALLOCATED, cloud_instance_id=inst.cloud_instance_id,

@@ -206,3 +206,39 @@ def test_cli_table_and_json(tmp_path):
                          env={"COLUMNS": "200", "PATH": ""})
     assert out.returncode == 0, out.stderr
     assert "Unplaced requests (2)" in out.stdout and "at_max" in out.stdout
+
+
+def test_held_back_by_a_limit_from_the_dump_and_the_environment(tmp_path, monkeypatch):
+    """Demand a limit held back gets its own reason, with the limit's figures; the
+    limits come from the dump's context (what the monitor ran with), else from
+    VECSCHED_LIMITS."""
+    from tests.adapters.ray.test_availability import _request as gpu_request
+    req = gpu_request(pods=20)
+    res = explain(req, {"limits": {"total": {"GPU": 8}}})
+    reasons = {u["reason"] for u in res["unplaced"]}
+    assert reasons == {"held_back_by_limit"}, res["unplaced"]
+    assert "GPU 8 asked of 8" in res["unplaced"][0]["why"]
+    assert res["summary"]["limits"]["GPU"]["headroom"] == 0.0
+    monkeypatch.setenv("VECSCHED_LIMITS", '{"total": {"GPU": 4}}')
+    assert "GPU 4 asked of 4" in explain(req, {})["unplaced"][0]["why"]
+    monkeypatch.delenv("VECSCHED_LIMITS")
+    assert not explain(req, {})["unplaced"]          # no limit: everything launches
+
+
+def test_out_of_stock_groups_from_the_dump(tmp_path):
+    """The dumping scheduler's held-out groups (its availability memory) reach explain."""
+    from tests.adapters.ray.test_availability import _request as gpu_request
+    from vecsched.adapters.ray import EngineScheduler
+    from vecsched.adapters.ray.dump import _capacity_context
+    req = gpu_request(pods=20, failed=[
+        ("g8", Instance.ALLOCATION_FAILED, 999.0, "InsufficientInstanceCapacity"),
+        ("g4", Instance.ALLOCATION_TIMEOUT, 999.0, "")])
+    s = EngineScheduler(mode="baseline", warm=False, now_ns=lambda: int(1000e9))
+    s.schedule(req)
+    assert s.last_plan.infeasible_why.tolist() == [6]
+    ctx = _capacity_context(s)
+    assert ctx == {"engine_mode": "baseline", "held_out": ["g4", "g8"]}
+    res = explain(req, ctx)
+    assert [u["reason"] for u in res["unplaced"]] == ["out_of_stock"]
+    assert "g8, g4" in res["unplaced"][0]["why"]         # in type order
+    assert res["unplaced"][0]["count"] == 20               # refused 1 s ago: no probe yet

@@ -309,3 +309,18 @@ def test_a_collector_added_later_reaches_every_registry(installed, monkeypatch):
         assert _get(s, "vecsched_kuberay_patches_total") == 0
         assert _get(s, "vecsched_ticks_total", decided_by="engine") == 0
     assert sched.counters["ticks"] == 0
+
+
+def test_limit_headroom_gauge_from_vecsched_limits(installed, monkeypatch):
+    """VECSCHED_LIMITS reaches the installed scheduler; the headroom of each limit and
+    the demand it held back are exported."""
+    from tests.adapters.ray.test_availability import _request as gpu_request
+    monkeypatch.setenv("VECSCHED_LIMITS", '{"total": {"GPU": 8}, '
+                                          '"per_group": {"g4": {"CPU": 64}}}')
+    sched = installed()
+    sched.schedule(gpu_request(pods=20))
+    got = _scrape(sched)
+    assert _get(got, "vecsched_limit", limit="GPU") == 8.0
+    assert _get(got, "vecsched_limit_headroom", limit="GPU") == 0.0
+    assert _get(got, "vecsched_limit", limit="g4/CPU") == 64.0
+    assert _get(got, "vecsched_infeasible_requests", cause="LIMIT") > 0

@@ -153,3 +153,22 @@ def test_pending_idle_state_passes_from_the_engine_to_ray(monkeypatch, autoscale
     monkeypatch.setattr(EngineScheduler, "schedule", boom)
     assert _pending_tick(sched, clock, 1012.0) == [("q", IDLE, QUEUED)]    # Ray, from 1000
     assert sched.counters["engine_errors"] == 1 and sched.counters["ray_ticks"] == 1
+
+
+def test_with_limits_ray_launches_nothing_while_the_kernels_compile(gate, autoscaler_module,
+                                                                     monkeypatch):
+    """Ray's scheduler knows no limits: on the ticks it decides (the warm-up) its
+    launches are held back, so a limit is never exceeded; the engine then launches
+    within the limit."""
+    from tests.adapters.ray.test_availability import _request as gpu_request
+    monkeypatch.setenv("VECSCHED_LIMITS", '{"total": {"GPU": 8}}')
+    inst.install(mode="engine")
+    sched = autoscaler_module.ResourceDemandScheduler(None)
+    assert gate.started.wait(60)
+    assert ResourceDemandScheduler().schedule(gpu_request(pods=20)).to_launch   # Ray would
+    assert not sched.schedule(gpu_request(pods=20)).to_launch
+    assert sched.counters["limit_held_ray_launches"] > 0
+    gate.set()
+    assert sched.warmup.wait(600)
+    launched = sched.schedule(gpu_request(pods=20)).to_launch
+    assert launched and sched.last_plan.stats["limits"]["GPU"]["asked"] <= 8

@@ -90,9 +90,12 @@ def test_pending_nodes_cancelled_while_queued():
 def test_lost_orphaned_and_failed_launches_add_up():
     """A cloud that loses requests, runs out of stock and allocates after Ray's request
     timeout: retries, lost, orphaned, stocked-out and in-flight launches, every identity
-    still holds."""
+    still holds. The baseline's availability memory never holds a group out here: it
+    asks again as it did before it had one, so the cloud does stock out."""
+    from vecsched.engine.tick import AvailabilityMemory, AvailabilityOptions
     rep = Replay(load(None, None, SMALL), make("baseline"),
                  ReplayConfig(launch_failure_rate=0.2, seed=2))
+    rep.scheduler.memory = AvailabilityMemory(AvailabilityOptions(ttl_s=0, error_ttl_s=0))
     rep.provider.cloud.default = SimNodeType(alloc_latency_s=650.0, install_latency_s=60.0,
                                              launch_failure_rate=0.1, launch_lost_rate=0.3,
                                              capacity=6)

@@ -30,10 +30,11 @@ def cells(suite):
 
 
 def test_cells_have_exactly_the_documented_keys(suite, cells):
-    assert suite.CELL_KEYS == (
+    assert suite.CELL_KEYS[:14] == (
         "workload", "gangs", "seed", "scheduler", "gpu_hours", "node_hours", "cost",
         "pending_p50_s", "pending_p95_s", "launches", "cancelled_before_join", "restarts",
         "tick_p50_ms", "tick_max_ms")
+    assert {"never_placed", "stockouts", "limit_blocked_ticks"} <= set(suite.CELL_KEYS)
     # services plain; openb plain and with gangs: 3 windows x 3 schedulers
     assert [(c["workload"], c["gangs"]) for c in cells[::3]] == [
         ("services", 0.0), ("openb", 0.0), ("openb", 0.2)]
@@ -77,3 +78,23 @@ def test_unknown_names_are_refused(suite, tmp_path):
         suite.main(["--workloads", "nope", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="--seeds"):
         suite.main(["--seeds", "a", "--out", str(tmp_path)])
+
+
+def test_cloud_workloads_on_a_tiny_window(suite):
+    """A stock-out and a GPU-limit workload on 120 pods: the cells carry the cloud keys,
+    the capped groups stock out under Ray's decisions, and the limited cells keep the
+    limit (docs/capacity.md's targets are checked by ``cloud_targets``)."""
+    by = {w.name: w for w in suite.CLOUD_WORKLOADS}
+    small = Window(start=None, pods=120, arrival_scale=200.0)
+    ws = [dataclasses.replace(by["stockout-openb"], window=small,
+                              cloud=(("capacity", (("g3-128c-768g-8gpu", 1),
+                                                   ("g2-96c-384g-8gpu", 1))),)),
+          dataclasses.replace(by["limit70-openb"], window=small)]
+    cells = suite.run_cells(ws, [0], ["engine", "baseline", "efficient"])
+    assert [c["workload"] for c in cells] == ["stockout-openb"] * 3 + ["limit70-openb"] * 3
+    for c in cells:
+        assert tuple(c) == suite.CELL_KEYS
+    rows = suite.cloud_targets(cells)
+    limited = [r for r in rows if r[3] == "peak GPU <= limit"]
+    assert len(limited) == 3 and all(ok for *_, ok, _ in limited), limited
+    assert cells[0]["stockouts"] > 0                # Ray's decisions ask for the capped type

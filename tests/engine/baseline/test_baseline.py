@@ -105,11 +105,16 @@ def test_request_bigger_than_any_node_is_no_type_fits():
     assert plan.n_launched == 0
 
 
-def test_busy_existing_node_bigger_than_any_type_is_a_max_workers_block():
-    _, plan = plan_of([NodeTypeSpec("cpu", CPU4, max_workers=10)],
-                      [running("big", {"CPU": 0.0}, total={"CPU": 64.0})],
-                      [RequestSpec({"CPU": 32.0})])
-    assert plan.infeasible_why.tolist() == [Why.MAX_WORKERS]
+def test_busy_existing_node_bigger_than_any_type_is_no_type_fits_in_every_policy():
+    """The reasons are the seam's (engine/tick/reasons.py), the same in every policy:
+    no configured type can hold a unit, whatever a busy existing node could."""
+    from vecsched.engine import schedule
+    problem, plan = plan_of([NodeTypeSpec("cpu", CPU4, max_workers=10)],
+                            [running("big", {"CPU": 0.0}, total={"CPU": 64.0})],
+                            [RequestSpec({"CPU": 32.0})])
+    assert plan.infeasible_why.tolist() == [Why.NO_NODE_TYPE_FITS]
+    for mode in ("ray-compat", "efficient"):
+        assert schedule(problem, mode=mode).infeasible_why.tolist() == [Why.NO_NODE_TYPE_FITS]
 
 
 def test_zero_quantities_always_fit():
@@ -258,7 +263,7 @@ def test_label_selectors_and_anti_affinity_of_plain_runs():
     problem, plan = plan_of(types, [], [RequestSpec({"CPU": 1.0}, count=2,
                                                     label_selectors=[[("zone", "in", ["c"])]])])
     assert plan.n_launched == 0 and plan.infeasible.tolist() == [2]
-    assert plan.infeasible_why.tolist() == [Why.NO_NODE_TYPE_FITS]
+    assert plan.infeasible_why.tolist() == [Why.NO_LABEL_MATCH]      # the reasons of every policy
     marked = running("cpu-a", rid="m")
     marked.labels = {"zone": "a", "job": "x"}
     _, plan = plan_of(types, [marked, a_node],

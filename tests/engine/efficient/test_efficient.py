@@ -27,7 +27,7 @@ GIB = float(2 ** 30)
 
 
 def test_mode_is_listed_and_options_only_for_it():
-    assert MODES == ("ray-compat", "efficient")
+    assert MODES == ("ray-compat", "efficient", "baseline")
     p = plain_tick(0, units=10)
     with pytest.raises(ValueError, match="options"):
         schedule(p, options=EfficientOptions())

@@ -23,8 +23,8 @@ from tests.kits.engine_cases import random_case
 from tests.kits.ganggen import gang_tick
 
 # the module, not the function vecsched.engine re-exports under the same name
-ray_tick = importlib.import_module("vecsched.engine.schedule")
-ENGINE = Path(ray_tick.__file__).resolve().parent
+ray_tick = importlib.import_module("vecsched.engine.raycompat.tick")
+ENGINE = Path(ray_tick.__file__).resolve().parent.parent
 
 POLICIES = {
     "ray-compat": (ray_tick, lambda p: schedule(p)),

@@ -1,0 +1,75 @@
+"""The availability memory (engine/tick/availability.py): pure, on the caller's clock."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from vecsched.engine.tick import AvailabilityMemory, AvailabilityOptions
+
+
+def test_a_stockout_holds_for_the_ttl_and_failed_retries_double_it():
+    m = AvailabilityMemory(AvailabilityOptions(ttl_s=180, backoff=2, max_ttl_s=500))
+    m.refused("g", 100.0)
+    assert m.unavailable(100.0) == {"g"} and m.unavailable(279.9) == {"g"}
+    assert m.unavailable(280.0) == frozenset()
+    m.refused("g", 150.0)                       # asked before the hold: no change
+    assert m.held_until("g") == 280.0
+    m.refused("g", 300.0)                       # the retry failed
+    assert m.held_until("g") == 660.0
+    m.refused("g", 700.0)                       # capped at max_ttl_s
+    assert m.held_until("g") == 1200.0
+    m.succeeded("g", 1300.0)
+    m.refused("g", 1400.0)                      # a landed launch reset the escalation
+    assert m.held_until("g") == 1580.0
+    assert m.counts["stockouts"] == 5 and m.counts["holds"] == 4
+
+
+def test_plain_errors_hold_briefly_or_never():
+    m = AvailabilityMemory(AvailabilityOptions(error_ttl_s=30))
+    m.refused("g", 10.0, stockout=False)
+    assert m.held_until("g") == 40.0
+    off = AvailabilityMemory(AvailabilityOptions(error_ttl_s=0))
+    off.refused("g", 10.0, stockout=False)
+    assert off.unavailable(10.0) == frozenset() and off.counts["launch_failures"] == 1
+    assert off.held_until("h") == -math.inf
+
+
+def test_interruptions_are_counted_over_the_window_and_priced():
+    m = AvailabilityMemory(AvailabilityOptions(interruption_window_s=3600,
+                                               interruption_cost_h=0.5))
+    for t in (0.0, 100.0, 3000.0):
+        m.interrupted("spot", t)
+    assert m.interruptions(3500.0) == {"spot": 3}
+    assert m.interruptions(3650.0) == {"spot": 2}
+    prices = m.interruption_prices({"spot": 2.0, "od": 3.0}, {"spot": 2}, 3650.0)
+    assert prices == {"spot": 2.0 * (1 + 2 / 2 * 0.5), "od": 3.0}
+    assert m.interruption_prices({"spot": 2.0}, {}, 9000.0) == {"spot": 2.0}
+
+
+def test_same_calls_same_answers():
+    def run():
+        m = AvailabilityMemory()
+        for i in range(50):
+            m.refused(f"g{i % 3}", 7.0 * i, stockout=i % 2 == 0)
+            if i % 7 == 0:
+                m.succeeded(f"g{i % 3}", 7.0 * i)
+        return [m.held_until(f"g{k}") for k in range(3)], m.counts
+    assert run() == run()
+
+
+@pytest.mark.parametrize("bad", [dict(ttl_s=-1), dict(backoff=0.5), dict(max_ttl_s=float("nan")),
+                                 dict(error_ttl_s="30"), dict(pending_stockout_s=-5)])
+def test_options_are_checked(bad):
+    with pytest.raises(ValueError, match="availability."):
+        AvailabilityOptions(**bad)
+
+
+def test_a_group_probes_after_its_hold_until_a_launch_lands():
+    m = AvailabilityMemory(AvailabilityOptions(ttl_s=100, probe_interval_s=30))
+    m.refused("g", 0.0)
+    assert m.probing(20.0) == frozenset() and m.unavailable(20.0) == {"g"}
+    assert m.probing(50.0) == {"g"} and m.unavailable(50.0) == {"g"}   # held, due a probe
+    assert m.probing(100.0) == {"g"} and m.unavailable(100.0) == frozenset()
+    m.succeeded("g", 120.0)
+    assert m.probing(130.0) == frozenset()
