@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.adapters.cli.test_cli_errors import _run
+from tests.kits.cli_run import run_cli as _run
 
 BAD = [
     (["--capacity", "g3-128c-768g-8gpu"], "--capacity 'g3-128c-768g-8gpu': expected GROUP=N"),

@@ -10,14 +10,7 @@ import pytest
 from vecsched.adapters.cli import errors
 from vecsched.adapters.cli.main import main
 
-
-def _run(capsys, *argv) -> tuple[int, list, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:                   # argparse: --version, its own errors
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, err.strip().splitlines(), out
+from tests.kits.cli_run import run_cli as _run
 
 
 # (argv, a fragment the one error line must hold)

@@ -100,25 +100,7 @@ def test_differential_with_derived_availabilities_quick(monkeypatch):
 
 # ---- EngineScheduler's memory ----------------------------------------------------------
 
-G8 = {"CPU": 32.0, "GPU": 8.0}
-G4 = {"CPU": 16.0, "GPU": 4.0}
-TYPES = [NodeTypeSpec("g8", G8, max_workers=10), NodeTypeSpec("g4", G4, max_workers=10),
-         NodeTypeSpec("head", {"CPU": 2.0}, max_workers=0)]
-PRICES = {"g8": 8.0, "g4": 4.4, "head": 1.0}
-
-
-def _request(failed=(), pods=4):
-    head = NodeSpec("head", Status.RAY_RUNNING, 1, {"CPU": 2.0}, {"CPU": 2.0}, ray_node_id="h")
-    req = scheduling_request(TYPES, [head], [RequestSpec({"GPU": 1.0, "CPU": 1.0}, pods)],
-                             ids=["head"])
-    for i, (typ, status, ts_s, details) in enumerate(failed):
-        im = Instance(instance_id=f"f{i}", instance_type=typ, status=status)
-        im.status_history.add(instance_status=Instance.REQUESTED, timestamp_ns=int((ts_s - 1) * 1e9))
-        im.status_history.add(instance_status=status, timestamp_ns=int(ts_s * 1e9),
-                              details=details)
-        from ray.autoscaler.v2.schema import AutoscalerInstance
-        req.current_instances.append(AutoscalerInstance(im_instance=im))
-    return req
+from tests.kits.gpu_requests import G4, G8, PRICES, TYPES, gpu_request as _request  # noqa: E402,F401
 
 
 def _launches(reply):

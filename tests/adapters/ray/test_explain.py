@@ -212,7 +212,7 @@ def test_held_back_by_a_limit_from_the_dump_and_the_environment(tmp_path, monkey
     """Demand a limit held back gets its own reason, with the limit's figures; the
     limits come from the dump's context (what the monitor ran with), else from
     VECSCHED_LIMITS."""
-    from tests.adapters.ray.test_availability import _request as gpu_request
+    from tests.kits.gpu_requests import gpu_request
     req = gpu_request(pods=20)
     res = explain(req, {"limits": {"total": {"GPU": 8}}})
     reasons = {u["reason"] for u in res["unplaced"]}
@@ -227,7 +227,7 @@ def test_held_back_by_a_limit_from_the_dump_and_the_environment(tmp_path, monkey
 
 def test_out_of_stock_groups_from_the_dump(tmp_path):
     """The dumping scheduler's held-out groups (its availability memory) reach explain."""
-    from tests.adapters.ray.test_availability import _request as gpu_request
+    from tests.kits.gpu_requests import gpu_request
     from vecsched.adapters.ray import EngineScheduler
     from vecsched.adapters.ray.dump import _capacity_context
     req = gpu_request(pods=20, failed=[

@@ -314,7 +314,7 @@ def test_a_collector_added_later_reaches_every_registry(installed, monkeypatch):
 def test_limit_headroom_gauge_from_vecsched_limits(installed, monkeypatch):
     """VECSCHED_LIMITS reaches the installed scheduler; the headroom of each limit and
     the demand it held back are exported."""
-    from tests.adapters.ray.test_availability import _request as gpu_request
+    from tests.kits.gpu_requests import gpu_request
     monkeypatch.setenv("VECSCHED_LIMITS", '{"total": {"GPU": 8}, '
                                           '"per_group": {"g4": {"CPU": 64}}}')
     sched = installed()

@@ -160,7 +160,7 @@ def test_with_limits_ray_launches_nothing_while_the_kernels_compile(gate, autosc
     """Ray's scheduler knows no limits: on the ticks it decides (the warm-up) its
     launches are held back, so a limit is never exceeded; the engine then launches
     within the limit."""
-    from tests.adapters.ray.test_availability import _request as gpu_request
+    from tests.kits.gpu_requests import gpu_request
     monkeypatch.setenv("VECSCHED_LIMITS", '{"total": {"GPU": 8}}')
     inst.install(mode="engine")
     sched = autoscaler_module.ResourceDemandScheduler(None)

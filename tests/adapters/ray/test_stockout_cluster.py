@@ -24,8 +24,8 @@ import pytest
 ray = pytest.importorskip("ray")
 import yaml  # noqa: E402
 
-from tests.adapters.ray import test_ray_cluster as trc  # noqa: E402
-from tests.adapters.ray.test_ray_cluster import cluster_factory  # noqa: E402,F401
+from tests.kits import ray_local_cluster as trc  # noqa: E402
+from tests.kits.ray_local_cluster import cluster_factory  # noqa: E402,F401
 
 REPO = Path(__file__).resolve().parents[3]
 TYPES = {"gpu_spot": {"CPU": 1, "GPU": 1, "spot_market": 1}, "gpu1": {"CPU": 1, "GPU": 1}}

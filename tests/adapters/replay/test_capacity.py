@@ -11,7 +11,9 @@ from vecsched.adapters.sim.lifecycle import SimNodeType, SimProvider
 from vecsched.engine.model.build.builder import NodeTypeSpec
 from vecsched.engine.model.dtypes import Status as S
 
-from tests.adapters.sim.lifecycle.test_lifecycle import make_store, run
+from vecsched.adapters.sim.lifecycle import run
+
+from tests.kits.lifecycle_kit import make_store
 
 
 def test_capacity_and_limit_flags():
@@ -108,7 +110,7 @@ def test_group_clouds_from_the_worker_group_table():
     import pyarrow as pa
     from vecsched.adapters.replay.capacity import group_clouds
     from vecsched.adapters.traces.schema import validate_worker_groups
-    from tests.adapters.traces.test_group_cloud import _groups
+    from tests.kits.group_tables import cloud_groups as _groups
     t = validate_worker_groups(_groups(capacity=pa.array([None, 3], pa.int64()),
                                        spot=pa.array([None, True]),
                                        interruption_rate_per_h=pa.array([None, 0.2])))

@@ -9,13 +9,7 @@ from vecsched.adapters import traces as T
 from vecsched.adapters.traces.csv_import import CsvImportError, import_csv
 from vecsched.adapters.traces.schema import TraceError, capacity_schedule, validate_worker_groups
 
-
-def _groups(**cloud):
-    cols = {"type": ["a", "b"], "cpu": [8.0, 8.0], "memory": [1e9, 1e9], "gpu": [0.0, 1.0],
-            "gpu_model": [None, "T4"], "labels": pa.array([None, None], T.schema.LABELS_TYPE),
-            "min_workers": [0, 0], "max_workers": [4, 4], "price": [1.0, 2.0]}
-    cols.update(cloud)
-    return pa.table(cols)
+from tests.kits.group_tables import cloud_groups as _groups
 
 
 def test_tables_without_cloud_columns_read_as_before():

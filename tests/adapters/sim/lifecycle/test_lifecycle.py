@@ -14,6 +14,8 @@ from vecsched.adapters.sim.lifecycle import (CREATABLE, TERMINAL, TRANSITIONS, I
                                 sequential_ids, timeout_target, upscaling_speed_for_mode)
 from vecsched.engine.model.dtypes import Cause, Status as S
 
+from tests.kits.lifecycle_kit import make_store
+
 SEC = 1_000_000_000
 
 
@@ -26,12 +28,6 @@ def _ray():
     rec = pytest.importorskip("ray.autoscaler.v2.instance_manager.reconciler",
                               reason="ray is not installed")
     return common.InstanceUtil, pb.Instance, rec.Reconciler
-
-
-def make_store(**config):
-    clock = SimClock()
-    return InstanceStore(clock, sequential_ids(), ReconcileConfig(**config),
-                         request_id_factory=sequential_ids("req-")), clock
 
 
 # A legal path from creation (QUEUED) to every status.
