@@ -1,0 +1,139 @@
+"""The trace's lower bound (``adapters/replay/bounds.py``): below the cost and the
+GPU-hours of every scheduler on several short replays (a bound above a real cost is a
+bug), exact on a trace worked by hand, and its pieces checked against slow twins."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from vecsched.adapters import traces as T
+from vecsched.adapters.replay import GangOverlay, Replay, ReplayConfig, Window, load, make
+from vecsched.adapters.replay.bounds import (CoverBound, _min_shifted, common_bounds,
+                                             replay_bounds, replay_end_s)
+
+GIB = float(2 ** 30)
+
+
+def _ray():
+    pytest.importorskip("ray.autoscaler.v2.scheduler", reason="ray is not installed")
+
+
+# ---- the shifted minimum against a fine grid ---------------------------------------------
+def test_min_shifted_equals_a_brute_force_search():
+    rng = np.random.default_rng(3)
+    tau, K = 5.0, 40
+    rate = rng.uniform(0, 2, size=K)
+    rate[10:14] = 0.0
+    grid = np.arange(K + 1) * tau
+    cum = np.concatenate([[0.0], np.cumsum(rate * tau)])
+    a = rng.uniform(0, 180, size=30)
+    d = rng.uniform(1, 90, size=30)
+    wait = rng.uniform(0, 40, size=30)
+    wait[:5] = 0.0
+    got = _min_shifted(cum, grid, a, d, wait, tau)
+
+    def integral(lo, hi):                     # the rate, integrated piece by piece
+        lo, hi = min(lo, grid[-1]), min(hi, grid[-1])
+        return sum(rate[k] * max(0.0, min(hi, grid[k + 1]) - max(lo, grid[k]))
+                   for k in range(K))
+    for i in range(a.size):
+        ws = np.linspace(0, wait[i], 2001)
+        brute = min(integral(a[i] + w, a[i] + w + d[i]) for w in ws)
+        assert got[i] <= brute + 1e-9
+        assert got[i] == pytest.approx(brute, rel=2e-3, abs=1e-6)
+
+
+# ---- a trace worked by hand --------------------------------------------------------------
+def _hand_trace():
+    """Two CPU groups (8 CPUs at 1.0 / h, 32 CPUs at 3.0 / h) and one GPU group; 4-CPU
+    units, and one 1-GPU unit."""
+    groups = pa.Table.from_pylist([
+        {"type": "small", "cpu": 8.0, "memory": 32 * GIB, "gpu": 0.0, "gpu_model": None,
+         "labels": {}, "min_workers": 0, "max_workers": 10, "price": 1.0, "resources": None},
+        {"type": "big", "cpu": 32.0, "memory": 128 * GIB, "gpu": 0.0, "gpu_model": None,
+         "labels": {}, "min_workers": 0, "max_workers": 10, "price": 3.0, "resources": None},
+        {"type": "gpu", "cpu": 8.0, "memory": 32 * GIB, "gpu": 1.0, "gpu_model": "T4",
+         "labels": {T.ACCELERATOR_LABEL: "T4"}, "min_workers": 0, "max_workers": 10,
+         "price": 4.0, "resources": None},
+    ], schema=T.WORKER_GROUP_SCHEMA)
+    rows = [{"arrival_s": 0, "duration_s": 3600.0, "cpu": 4.0, "memory": 4 * GIB, "gpu": 0.0,
+             "gpu_spec": None, "group_id": None, "qos": "LS", "name": f"c{i}",
+             "resources": None, "app": None, "max_per_node": None} for i in range(6)]
+    rows.append({"arrival_s": 0, "duration_s": 1800.0, "cpu": 1.0, "memory": 1 * GIB,
+                 "gpu": 1.0, "gpu_spec": "T4", "group_id": None, "qos": "LS", "name": "g",
+                 "resources": None, "app": None, "max_per_node": None})
+    return load(pa.Table.from_pylist(rows, schema=T.DEMAND_SCHEMA), groups,
+                Window(start=0, pods=None, arrival_scale=1.0))
+
+
+def test_the_bound_of_a_hand_worked_trace():
+    tr = _hand_trace()
+    b = CoverBound(tr, 5.0, 3600.0)
+    got = b.at(0.0)
+    # CPU: 24 CPUs for the hour; the head holds 8 free, the 1-GPU unit's node holds 1 CPU
+    # of its own work and 7 spare for the first half hour. Cheapest: 3/32 per CPU ('big').
+    # first half hour: the GPU node (4.0) + (24 + 1 - 8 - 8) CPUs at 3/32; then 16 CPUs
+    want = 0.5 * (4.0 + 9 * 3 / 32) + 0.5 * (16 * 3 / 32)
+    assert got["cost"] == pytest.approx(want, rel=1e-9)
+    assert got["gpu_hours"] == pytest.approx(0.5, rel=1e-9)
+    assert b.lp_integral()["cost"] == pytest.approx(want, rel=1e-9)
+    # a wait of up to 600 s may push the GPU unit's half hour and the CPU units' ends past
+    # the hour: the bound falls, never rises, with the wait allowed
+    later = b.at(600.0)
+    assert later["cost"] < got["cost"] and later["gpu_hours"] < got["gpu_hours"]
+    assert later["cost"] >= 0.0 and later["gpu_hours"] >= 0.0
+
+
+def test_bad_waits_are_refused():
+    b = CoverBound(_hand_trace(), 5.0, 3600.0)
+    with pytest.raises(ValueError, match="max_wait_s"):
+        b.at(-1.0)
+    with pytest.raises(ValueError, match="max_wait_s"):
+        b.at(np.nan)
+
+
+def test_common_bounds_take_the_least():
+    runs = [{"cost_lower_bound": 5.0, "gpu_hours_lower_bound": 2.0},
+            {"cost_lower_bound": 4.0, "gpu_hours_lower_bound": 3.0},
+            {"cost_lower_bound": None, "gpu_hours_lower_bound": 2.5}]
+    common_bounds(runs)
+    assert [r["cost_lower_bound"] for r in runs] == [4.0, 4.0, 4.0]
+    assert [r["gpu_hours_lower_bound"] for r in runs] == [2.0, 2.0, 2.0]
+
+
+# ---- below every scheduler's cost on short replays ---------------------------------------
+CASES = [
+    ("services", Window(start=0, pods=120, arrival_scale=4.0), 0.0, 0),
+    ("openb", Window(start=None, pods=120, arrival_scale=200.0), 0.0, 1),
+    ("openb", Window(start=None, pods=120, arrival_scale=200.0), 0.3, 2),
+    ("openb_gpuspec33", Window(start=None, pods=120, arrival_scale=100.0), 0.0, 0),
+    ("openb_cpu250", Window(start=None, pods=100, arrival_scale=100.0), 0.0, 3),
+]
+SCHEDULERS = ("engine", "baseline", "efficient", "efficient-proxy", "efficient-consolidate")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trace,window,gangs,seed", CASES)
+def test_bound_below_every_schedulers_cost(trace, window, gangs, seed):
+    _ray()
+    tr = load(trace, None, window, GangOverlay(gangs, seed=seed))
+    cfg = ReplayConfig(seed=seed)
+    end = replay_end_s(tr, cfg.tick_s, cfg.tail_s)
+    runs = []
+    for name in SCHEDULERS:
+        r = Replay(tr, make(name), cfg)
+        m = r.run().metrics
+        b = replay_bounds(r, end)
+        assert m["sim_end_s"] == end
+        assert 0 < b["cost_lower_bound"] <= m["cost"], name
+        assert 0 < b["gpu_hours_lower_bound"] <= m["gpu_hours"], name
+        lp = b["lower_bound"]
+        # the run's waits only lower the trace's LP integral
+        assert b["cost_lower_bound"] <= lp["cost_trace_lp"] * (1 + 1e-9)
+        assert lp["gpu_hours_trace_lp"] <= m["gpu_hours"]
+        runs.append((m, b))
+    common = [dict(b) for _, b in runs]
+    common_bounds(common)
+    for (m, _), b in zip(runs, common):
+        assert b["cost_lower_bound"] <= m["cost"] and b["gpu_hours_lower_bound"] <= m["gpu_hours"]
