@@ -194,6 +194,17 @@ class CoverBound:
         return {k: float(self._lp(w)[0].value.sum() * h) for k, w in
                 (("cost", "cost"), ("gpu_hours", "gpu"))}
 
+    def lp_by_period(self, split_s: float) -> dict:
+        """{"cost": (before, after), "gpu": (before, after)}: the trace's LP optimum
+        integrated over the ticks before ``split_s`` and from it on (``excess.py``)."""
+        h = self.tick_s / _SECONDS_PER_HOUR
+        cut = int(np.clip(np.ceil(split_s / self.tick_s), 0, self.K))
+        out = {}
+        for what in ("cost", "gpu"):
+            v = self._lp(what)[0].value
+            out[what] = (float(v[:cut].sum() * h), float(v[cut:].sum() * h))
+        return out
+
     def _bound(self, what: str, max_wait_s) -> float:
         res, lp = self._lp(what)
         tau, K = self.tick_s, self.K
