@@ -89,7 +89,11 @@ class CoverLP:
             return CoverResult(value=zero, dual_value=zero.copy(), y=np.zeros((K, G, R)),
                                z=np.zeros((K, T)), solves=0)
         uniq, inverse = np.unique(D.reshape(K, -1)[:, rows], axis=0, return_inverse=True)
-        values, y_rows = self._glop(flat, uniq)
+        # each constraint scaled to a largest coefficient of 1 (memory is in bytes, a GPU
+        # model's share in thousandths): the same LP, its duals scaled back
+        norm = flat.max(axis=1)
+        values, y_rows = self._glop(flat / norm[:, None], uniq / norm[None, :])
+        y_rows = y_rows / norm[None, :]
         y = np.zeros((len(uniq), G * R))
         y[:, rows] = y_rows
         y, z = self._feasible(y.reshape(-1, G, R))
