@@ -15,10 +15,13 @@ defaults; the seed drives the simulated cloud and the gang overlay). The workloa
   on the openb worker groups (27 types, illustrative prices), in the window ``vecsched
   replay`` uses (``DEFAULT_WINDOW``: the last 2,000 pods, arrivals 200x denser,
   durations as recorded), plain and with the seeded gang overlay ``--gangs 0.2``;
-- ``services``: the seeded synthetic inference-services workload (``synth_services.py``:
-  748 long-lived replicas, per-node caps per app, a custom resource, three worker
-  groups), all of it in real time. Its replicas are nearly all capped, and capped units
-  never join the overlay's placement groups, so it is replayed plain only.
+- the services family (``synth_services.py``; names start with ``services``, and the
+  services targets apply to them): ``services`` (748 long-lived replicas, per-node caps
+  per app, a custom resource, three worker groups) and ``services_mixgpu`` (a small
+  1-GPU group against an 8-GPU group and a CPU group), each one hour in real time, and
+  ``services_daily`` (two days of demand with a daily cycle, half at night), 12x
+  compressed. Their replicas are mostly capped, and capped units never join the
+  overlay's placement groups, so they are replayed plain only.
 
 ``suite.json`` holds ``{"cells": [...], "meta": {...}}``: per cell exactly the keys of
 ``CELL_KEYS`` (``restarts`` is the replay's ``requeued``: units restarted because
@@ -67,12 +70,17 @@ class Workload:
 
 
 SERVICES_WINDOW = Window(start=0, pods=None, arrival_scale=1.0)
+# two days of services_daily in four hours: arrivals and durations 12x shorter (boots,
+# the idle timeout and the ticks are not compressed)
+DAILY_WINDOW = Window(start=0, pods=None, compress=12.0, arrival_scale=1.0)
 WORKLOADS = (
     Workload("openb", "openb", DEFAULT_WINDOW),
     Workload("cpu250", "openb_cpu250", DEFAULT_WINDOW),
     Workload("gpushare100", "openb_gpushare100", DEFAULT_WINDOW),
     Workload("gpuspec33", "openb_gpuspec33", DEFAULT_WINDOW),
     Workload("services", "services", SERVICES_WINDOW, gangs=(0.0,)),
+    Workload("services_mixgpu", "services_mixgpu", SERVICES_WINDOW, gangs=(0.0,)),
+    Workload("services_daily", "services_daily", DAILY_WINDOW, gangs=(0.0,)),
 )
 
 # The targets for the efficient mode, per cell (``check``).
