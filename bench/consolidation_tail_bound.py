@@ -36,13 +36,11 @@ def tail_nodes(trace, seed: int):
     """(t0, T, [(GPUs, pod end times, largest first)]) of ``efficient-proxy`` at the
     first tick at or after the last arrival."""
     from vecsched.adapters.replay import Replay, ReplayConfig, make
-    from vecsched.adapters.replay.warm_start import warm_start
     cfg = ReplayConfig(seed=seed)
     r = Replay(trace, make("efficient-proxy"), cfg)
     last = float(trace.arrival_s[-1])
     n_ticks = int(math.ceil((last + cfg.tail_s) / cfg.tick_s)) + 1
-    r._start_head()
-    r.warm_info = warm_start(r)
+    r.begin()
     t0 = last
     for k in range(n_ticks):
         r.tick(k)

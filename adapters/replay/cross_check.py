@@ -46,6 +46,8 @@ from typing import Callable
 
 import numpy as np
 
+from .interface import ForwardingScheduler
+
 DTIME = 5.0              # deterministic seconds per solve
 _MEMO = 256              # solved instances kept per scheduler
 
@@ -92,13 +94,13 @@ class TickCheck:
     launched: int            # new nodes the scheduler's answer launched
 
 
-class CrossChecked:
+class CrossChecked(ForwardingScheduler):
     """A replay scheduler whose ``after`` also cross-checks the tick (see the module
-    docstring). Everything the replay reads (name, seconds, check) is the inner one's."""
+    docstring). Everything else is the inner scheduler's (``ForwardingScheduler``)."""
 
     def __init__(self, inner, shadow, dtime: float):
-        self.inner, self.shadow, self.dtime = inner, shadow, dtime
-        self.name = inner.name
+        super().__init__(inner)
+        self.shadow, self.dtime = shadow, dtime
         self.ticks: list[TickCheck] = []
         self.not_comparable = 0
         self.solve_s = 0.0
@@ -107,34 +109,15 @@ class CrossChecked:
         self._prices = None
         self._now = lambda: 0
 
-    # ---- the replay scheduler interface, forwarded ---------------------------------------
-    @property
-    def seconds(self) -> float:
-        return self.inner.seconds
-
-    @property
-    def check(self):
-        return self.inner.check
-
     def use_trace(self, trace) -> None:
-        self._prices = getattr(trace, "prices", None)
-        for s in (self.inner, self.shadow):
-            if hasattr(s, "use_trace"):
-                s.use_trace(trace)
+        self._prices = trace.prices
+        self.inner.use_trace(trace)
+        self.shadow.use_trace(trace)
 
     def start(self, clock) -> None:
         self._now = clock
         self.inner.start(clock)
         self.shadow.start(clock)
-
-    def prepare(self, state):
-        return self.inner.prepare(state)
-
-    def run(self, prepared):
-        return self.inner.run(prepared)
-
-    def decide(self, state):
-        return self.inner.decide(state)
 
     def after(self, state, decision) -> None:
         self.inner.after(state, decision)

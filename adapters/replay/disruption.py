@@ -62,15 +62,14 @@ class DisruptionMetrics:
         return n
 
 
-def disruption_summary(replay) -> dict:
-    """The summary fields above for a finished ``simulation.Replay``."""
-    c = replay.cluster
-    d = replay.metrics.disruption
-    drains = getattr(replay, "drains", None)
+def disruption_summary(cluster, drains, disruption: DisruptionMetrics) -> dict:
+    """The summary fields above, from the replay's cluster, its ``draining.Drains`` and
+    its ``DisruptionMetrics``."""
+    d = disruption
     return {
-        "restarts": int(c.requeued),
-        "drained": drains.drained if drains is not None else 0,
-        "drain_deadline_hit": drains.deadline_hit if drains is not None else 0,
+        "restarts": int(cluster.requeued),
+        "drained": drains.drained,
+        "drain_deadline_hit": drains.deadline_hit,
         "consolidations": len(d.consolidated),
         "disrupted_max_concurrent": max(d.series, default=0),
         "disrupted_max_by_cause": dict(sorted(d.max_by_cause.items())),

@@ -17,8 +17,9 @@ IDLE). A termination with cause CONSOLIDATE is a drain with a deadline instead
   unit left (or after the drain began, if it was idle).
 
 A draining node is RAY_STOPPING: ``Cluster`` places nothing on it (not placeable)
-while what runs on it keeps running. ``deadline_s`` 0 (or a scheduler without
-``drain_deadline_s``) leaves every drain to the provider: the old outright stop.
+while what runs on it keeps running. ``deadline_s`` 0 (the scheduler's
+``drain_deadline_s``: 0 unless its options give its drains a deadline) leaves every
+drain to the provider: the old outright stop.
 """
 from __future__ import annotations
 
@@ -96,8 +97,3 @@ class Drains:
             p.end_drain(iid, max(at, start))
             self.drained += 1
 
-
-def drain_deadline_s(scheduler) -> float:
-    """The drain deadline of a replay scheduler's options (0: none, stop at once)."""
-    opts = getattr(scheduler, "options", None)
-    return float(getattr(opts, "drain_deadline_s", 0.0) or 0.0)

@@ -8,9 +8,9 @@ the mode alone. It is not Ray-exact, so ``--check-ray`` does not apply to it.
 
 Prices: the worker-group table's ``price`` column (per node-hour) when the trace's
 groups have one (``LoadedTrace.prices``, handed over by ``Replay`` through
-``use_trace``; the bundled tables carry illustrative ones, ``adapters/traces/group_prices.py``),
-else the mode's proxy (1 + GPUs per node-hour). A replay scheduler
-object is bound to one trace's prices; ``start`` keeps them. ``efficient-proxy`` is the
+``use_trace``, before ``start`` builds the ``EngineScheduler``; the bundled tables carry
+illustrative ones, ``adapters/traces/group_prices.py``), else the mode's proxy (1 + GPUs
+per node-hour). A replay scheduler object is bound to one trace's prices. ``efficient-proxy`` is the
 same mode priced by the proxy whatever the table says: GPU-hours, then node-hours (what
 issue 13's targets measure; the worker groups' prices make it minimise their cost).
 ``efficient-consolidate`` is ``efficient-proxy`` with the opt-in consolidation on
@@ -39,15 +39,21 @@ class EfficientSched(EngineSched):
                          options=options if options is not None else _options(prices))
 
     def use_trace(self, trace) -> None:
-        """Price the types from the trace's worker groups (unless fixed at construction)."""
+        """Price the types from the trace's worker groups (unless fixed at construction);
+        before ``start``, which builds the scheduler with them."""
         if self._fixed:
             return
-        self._kwargs = dict(self._kwargs, options=_options(getattr(trace, "prices", None)))
-        self.start(self.clock)
+        self._kwargs = dict(self._kwargs, options=_options(trace.prices))
 
     @property
     def options(self):
         return self._kwargs["options"]
+
+    @property
+    def drain_deadline_s(self) -> float:
+        """The options' drain deadline: what the replay's cloud waits for a drained
+        node (0 or None: none)."""
+        return float(self.options.drain_deadline_s or 0.0)
 
 
 def _options(prices: Optional[Mapping[str, Optional[float]]]):

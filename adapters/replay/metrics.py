@@ -222,30 +222,33 @@ def cost(node_h: dict, prices: dict) -> dict:
             "unpriced_node_hours": float(unpriced)}
 
 
-def summarize(replay, end_s: float, wall_s: float) -> dict:
-    """The end-of-replay metrics of a ``simulation.Replay`` (see the module docstring)."""
+def summarize(trace, config, world, metrics: Metrics, *, check, warm, last, gang_name,
+              end_s: float, wall_s: float) -> dict:
+    """The end-of-replay metrics (see the module docstring) of a replay of ``trace``
+    under ``config``: its ``world.World`` at ``end_s``, its ``metrics``, its scheduler's
+    ``check`` (``RayCheck`` or None), its ``warm_start.WarmStart``, the last tick's
+    decision ``last`` and the placement groups' names ``gang_name``
+    (``pending_demand.demand_summary``)."""
     from .accounting import count_instances
     from .pending_demand import demand_summary
-    m = replay.metrics
-    d, waits = demand_summary(replay, end_s)
+    m = metrics
+    c = world.cluster
+    d, waits = demand_summary(trace, c, last, gang_name, end_s)
     end_ns = int(round(end_s * 1e9))
-    node_s = _node_seconds(replay.store, end_ns)
-    trace = replay.trace
-    types = {t.name: t for t in replay.types}
+    node_s = _node_seconds(world.store, end_ns)
+    types = {t.name: t for t in trace.types}
     node_h = {k: v / 3600 for k, v in sorted(node_s.items()) if v > 0}
     gpu_h = {k: v * float(types[k].resources.get("GPU", 0.0))
              for k, v in node_h.items() if types[k].resources.get("GPU", 0.0) > 0}
     cap = {r: sum(v * float(types[k].resources.get(r, 0.0)) for k, v in node_s.items())
            for r in ("CPU", "GPU")}
-    c = replay.cluster
     used = {r: float(c.used_seconds[c.col[r]]) if r in c.col else 0.0 for r in ("CPU", "GPU")}
-    inst = count_instances(replay.store, replay.provider.cloud, m.launches_by_type, end_ns,
-                           head_ids=("head", *getattr(replay, "warm_ids", ())))
+    inst = count_instances(world.store, world.provider.cloud, m.launches_by_type, end_ns,
+                           head_ids=("head", *warm.ids))
     ticks = np.asarray(m.tick_s)
     running = np.vstack(m.running).sum(axis=1) if m.running else np.zeros(1)
     allocated = np.vstack(m.allocated).sum(axis=1) if m.allocated else np.zeros(1)
-    check = replay.sched.check
-    limits = m.launch_limits(replay.cfg, inst["total"]["launched"])
+    limits = m.launch_limits(config, inst["total"]["launched"])
     return {
         **d,
         "lost_cpu_hours": (float(c.lost_seconds[c.col["CPU"]]) / 3600 if "CPU" in c.col
@@ -283,7 +286,7 @@ def summarize(replay, end_s: float, wall_s: float) -> dict:
         "check_ray_s": check.seconds if check is not None else 0.0,
         "wall_s": wall_s,
         "sim_end_s": end_s,
-        "provider": dict(replay.provider.stats),
-        "warm_start": dict(getattr(replay, "warm_info", {}) or {}),
-        **disruption_summary(replay),             # restarts, drains, disruption (issue 23)
+        "provider": dict(world.provider.stats),
+        "warm_start": dict(warm.info),
+        **disruption_summary(c, world.drains, m.disruption),   # restarts, drains, disruption
     }

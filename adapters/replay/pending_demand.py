@@ -2,12 +2,18 @@
 (asserted every replay), and every unit's pending time (``metrics.py`` defines both)."""
 from __future__ import annotations
 
+from typing import Callable, Optional
 
-def demand_summary(replay, end_s: float) -> tuple[dict, list]:
+from .interface import Decision, bundle_key
+
+
+def demand_summary(trace, cluster, last: Optional[Decision], gang_name: Callable[[int], str],
+                   end_s: float) -> tuple[dict, list]:
     """(the demand counts of ``summarize``, the pending times of every placement and of
-    every unit still pending other than the infeasible ones)."""
-    c = replay.cluster
-    trace = replay.trace
+    every unit still pending other than the infeasible ones). ``last``: the last tick's
+    decision (None if its scheduler call failed); ``gang_name``: a pending placement
+    group's name as the scheduler saw it (``TickView.gang_name``)."""
+    c = cluster
     U = trace.n_units
     if c.arrived != U:
         raise AssertionError(f"replay ended with {U - c.arrived} units not arrived")
@@ -16,16 +22,15 @@ def demand_summary(replay, end_s: float) -> tuple[dict, list]:
     infeasible = 0
     infeasible_of: dict[int, int] = {}
     infeasible_gangs: set[int] = set()
-    if replay.last is not None and pending:
-        from .schedulers import bundle_key
-        left = replay.last.infeasible
+    if last is not None and pending:
+        left = last.infeasible
         for s, n in c.pending_runs():
             k = min(n, int(left.get(bundle_key(trace.shapes[s]), 0)))
             infeasible += k
             infeasible_of[s] = k
-        named = replay.last.infeasible_gangs
+        named = last.infeasible_gangs
         for g in c.pending_gangs():
-            if named.get(replay._gang_spec(g).name, 0):
+            if named.get(gang_name(g), 0):
                 infeasible_gangs.add(g)
                 infeasible += len(trace.gangs.members(g))
     still = pending - infeasible

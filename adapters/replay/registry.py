@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import Callable
 
 from .efficient import EfficientConsolidateSched, EfficientProxySched, EfficientSched
+from .interface import ReplayScheduler
 from .schedulers import BaselineSched, EngineSched, RaySched
 
 # name -> factory(check_ray=False) -> scheduler. Add a scheduler with one `register`.
-SCHEDULERS: dict[str, Callable[..., object]] = {}
+SCHEDULERS: dict[str, Callable[..., ReplayScheduler]] = {}
 
 
-def register(name: str, factory: Callable[..., object]) -> None:
+def register(name: str, factory: Callable[..., ReplayScheduler]) -> None:
     """Make ``factory(check_ray=False)`` available to ``make`` / ``--scheduler`` as ``name``."""
     SCHEDULERS[name] = factory
 

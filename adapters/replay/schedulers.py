@@ -1,44 +1,30 @@
-"""The schedulers a replay can plug in, behind one small interface:
-
-    scheduler.start(clock)                 once, before the first tick (the simulated clock)
-    scheduler.decide(state) -> Decision    every tick; ``scheduler.seconds`` is then the
-                                           wall time of the scheduler call proper
-    scheduler.after(state, decision)       after the decision was applied (the Ray check)
-
-``decide`` is ``prepare`` (the scheduler's input, e.g. the protobuf request: untimed),
-``run`` (the call proper: timed) and ``decision`` (its output as a Decision); a
-benchmark times ``run`` on prepared inputs (bench/benchmarks/bench_traces.py).
-
-``TickState`` is the cluster as one autoscaler tick sees it, in the engine's plain specs
-(``NodeTypeSpec`` / ``NodeSpec`` / ``RequestSpec`` / ``GangSpec``) plus the instance id of
-every node. The engine and Ray are both handed the protobuf ``SchedulingRequest`` that
-``vecsched.adapters.replay.demand_specs.scheduling_request`` makes of it, what Ray's reconciler hands its
-scheduler in production:
+"""The schedulers a replay can plug in, each a ``ReplayScheduler`` (``interface.py``: the
+interface, ``TickState`` and ``Decision``). The engine and Ray are both handed the
+protobuf ``SchedulingRequest`` that ``demand_specs.scheduling_request`` makes of the
+tick's state, what Ray's reconciler hands its scheduler in production:
 
 - ``engine``   ``EngineScheduler.schedule(request)`` — the production path (decode,
-  engine, encode). ONE ``EngineScheduler`` serves every tick of a replay, so its
-  pending-node idle tracking, resource vocabulary and decode caches carry over as they
-  do inside Ray's autoscaler; its clocks and ids are the simulation's.
+  engine, encode). ONE ``EngineScheduler`` serves every tick of a replay, built in
+  ``start`` on the simulation's clock, so its pending-node idle tracking, resource
+  vocabulary and decode caches carry over as they do inside Ray's autoscaler; its
+  clocks and ids are the simulation's.
 - ``baseline`` ``vecsched.engine.baseline.schedule_baseline(build_problem(state))``
 - ``ray``      Ray 2.60's ``ResourceDemandScheduler().schedule(request)``, one object
-  across ticks, reading time from the simulated clock.
+  across ticks, built in ``start``, reading time from the simulated clock.
 - ``efficient`` ``EngineScheduler(mode="efficient")`` (``efficient.py``): the engine's
   cost-driven mode on the same production path, priced from the worker groups;
   ``efficient-proxy`` the same priced by GPU-hours, then node-hours.
 
+``decide`` is ``prepare`` (the scheduler's input, e.g. the protobuf request: untimed),
+``run`` (the call proper: timed) and ``decision`` (its output as a Decision); a
+benchmark times ``run`` on prepared inputs (bench/benchmarks/bench_traces.py).
 ``seconds`` times what runs in production: ``EngineScheduler.schedule`` /
 ``ResourceDemandScheduler.schedule`` (not the request's construction, which is Ray's
 reconciler's work), and for the baseline its ``build_problem`` and its packing.
 
-A ``Decision`` is what the lifecycle applies (launches per type, terminations by instance
-id and cause) plus the infeasible units per bundle and the infeasible placement groups,
-which the report counts. ``Decision.key()`` normalises a decision for comparison
-(docs/ray-semantics.md §8): the launch multiset, the terminated (instance id, cause) set,
-the infeasible multiset, the infeasible placement groups.
-
-``registry.SCHEDULERS`` maps a name to a factory ``factory(check_ray=False) -> scheduler``; a new
-scheduler is one entry (``register``), and the command line, ``summary.json`` and the
-benchmarks pick it up by name.
+``registry.SCHEDULERS`` maps a name to a factory ``factory(check_ray=False) -> scheduler``;
+a new scheduler is one entry (``register``), and the command line, ``summary.json`` and
+the benchmarks pick it up by name.
 """
 from __future__ import annotations
 
@@ -46,60 +32,14 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 from vecsched.engine import build_problem
 from vecsched.engine.baseline.ffd import schedule_baseline
-from vecsched.engine.model.build.builder import NodeTypeSpec
 from vecsched.engine.model.dtypes import Status
 
-
-def bundle_key(resources) -> tuple:
-    """A resource bundle as a hashable, order-free key."""
-    return tuple(sorted((str(k), float(v)) for k, v in dict(resources).items()))
-
-
-@dataclass
-class TickState:
-    types: Sequence[NodeTypeSpec]
-    nodes: list                      # NodeSpec per instance, store order
-    ids: list                        # instance id of each node
-    requests: list                   # RequestSpec per pending shape, first-arrival order
-    idle_timeout_s: Optional[float] = 60.0
-    max_num_nodes: Optional[int] = None
-    gangs: list = field(default_factory=list)      # GangSpec per pending group
-    pending_idle_timeout_s: Optional[float] = None
-
-
-@dataclass
-class Decision:
-    launches: list                   # (type name, count), first-appearance order
-    terminations: list               # (instance id, dtypes.Cause)
-    infeasible: Counter              # bundle_key -> units left unplaced
-    quirks: int = 0                  # Ray terminations the instance manager cannot apply
-    infeasible_gangs: Counter = field(default_factory=Counter)   # group details -> count
-
-    def key(self) -> tuple:
-        launch = Counter()
-        for t, c in self.launches:
-            launch[t] += int(c)
-        return (tuple(sorted(launch.items())),
-                tuple(sorted((i, int(c)) for i, c in self.terminations)),
-                tuple(sorted((k, int(v)) for k, v in self.infeasible.items() if v)),
-                tuple(sorted((k, int(v)) for k, v in self.infeasible_gangs.items() if v)))
-
-    @property
-    def infeasible_units(self) -> int:
-        return int(sum(self.infeasible.values()))
-
-
-def describe_diff(a: Decision, b: Decision, names=("engine", "ray")) -> str:
-    parts = []
-    for what, x, y in zip(("launch", "terminate", "infeasible", "infeasible groups"),
-                          a.key(), b.key()):
-        if x != y:
-            parts.append(f"{what}: {names[0]}={list(x)} {names[1]}={list(y)}")
-    return "; ".join(parts)
+from .interface import (Clock, Decision, ReplayScheduler, TickState, bundle_key,
+                        describe_diff)
 
 
 def _quiet_ray() -> None:
@@ -151,58 +91,27 @@ def _sequential(prefix: str) -> Callable[[], str]:
     return lambda: f"{prefix}{next(n):08d}"
 
 
-class _Scheduler:
-    """``decide`` = ``decision(run(prepare(state)))``, with ``run`` timed."""
-    name = "?"
-    check = None
-    seconds = 0.0
-
-    def start(self, clock: Callable[[], int]) -> None:
-        pass
-
-    def prepare(self, state: TickState):
-        return state
-
-    def run(self, prepared):
-        raise NotImplementedError
-
-    def decision(self, out, prepared, state: TickState) -> Decision:
-        raise NotImplementedError
-
-    def decide(self, state: TickState) -> Decision:
-        prepared = self.prepare(state)
-        t0 = time.perf_counter()
-        try:
-            out = self.run(prepared)
-        finally:
-            self.seconds = time.perf_counter() - t0
-        return self.decision(out, prepared, state)
-
-    def after(self, state: TickState, decision: Decision) -> None:
-        pass
-
-
-class EngineSched(_Scheduler):
+class EngineSched(ReplayScheduler):
     """The engine through ``EngineScheduler`` (see the module docstring). With
     ``check_ray`` Ray's scheduler decides every tick's request too (untimed) and the
     ticks whose decisions differ are counted. ``scheduler_kwargs`` go to
-    ``EngineScheduler``."""
+    ``EngineScheduler``, built once, in ``start``."""
     name = "engine"
 
     def __init__(self, check_ray: bool = False, *, name: Optional[str] = None,
                  **scheduler_kwargs):
-        from vecsched.adapters.ray.scheduler import EngineScheduler
         self.name = name or type(self).name
         self.check = RayCheck() if check_ray else None
-        self._cls, self._kwargs = EngineScheduler, scheduler_kwargs
+        self._kwargs = scheduler_kwargs
         self.request = None
-        self.start(lambda: 0)
+        self.sched = None                # the EngineScheduler, from ``start``
 
-    def start(self, clock: Callable[[], int]) -> None:
-        """A fresh EngineScheduler on the simulated clock ``clock`` (ns)."""
-        self.clock = clock
-        self.sched = self._cls(new_id=_sequential("lr-e"), now_ns=clock,
-                               monotonic=lambda: clock() / 1e9, **self._kwargs)
+    def start(self, clock: Clock) -> None:
+        """The EngineScheduler on the simulated clock ``clock`` (ns)."""
+        from vecsched.adapters.ray.scheduler import EngineScheduler
+        super().start(clock)
+        self.sched = EngineScheduler(new_id=_sequential("lr-e"), now_ns=clock,
+                                     monotonic=lambda: clock() / 1e9, **self._kwargs)
         if self.check is not None:
             self.check.start(clock)
 
@@ -221,7 +130,7 @@ class EngineSched(_Scheduler):
             self.check.compare(self.request, decision)
 
 
-class BaselineSched(_Scheduler):
+class BaselineSched(ReplayScheduler):
     """The first-fit-decreasing baseline; its ``build_problem`` is timed with it (it is
     the baseline's own decoding)."""
     name = "baseline"
@@ -248,17 +157,16 @@ def _from_plan(plan, problem, state: TickState) -> Decision:
 
 
 class _RayOnClock:
-    """Ray 2.60's ResourceDemandScheduler, one object across ticks, reading the
-    simulated clock (its pending-node idle tracking and request ids use it)."""
+    """Ray 2.60's ResourceDemandScheduler, one object across ticks (built in ``start``),
+    reading the simulated clock (its pending-node idle tracking and request ids use it)."""
 
     def __init__(self):
+        self._rds = None
+        self.clock: Clock = lambda: 0
+
+    def start(self, clock: Clock) -> None:
         from ray.autoscaler.v2.scheduler import ResourceDemandScheduler
         _quiet_ray()
-        self._rds = ResourceDemandScheduler()
-        self.clock = lambda: 0
-
-    def start(self, clock) -> None:
-        from ray.autoscaler.v2.scheduler import ResourceDemandScheduler
         self._rds = ResourceDemandScheduler()
         self.clock = clock
 
@@ -268,14 +176,15 @@ class _RayOnClock:
             return self._rds.schedule(request)
 
 
-class RaySched(_Scheduler):
+class RaySched(ReplayScheduler):
     """Ray 2.60's own ResourceDemandScheduler (needs ``pip install vecsched[ray]``)."""
     name = "ray"
 
     def __init__(self):
         self._ray = _RayOnClock()
 
-    def start(self, clock) -> None:
+    def start(self, clock: Clock) -> None:
+        super().start(clock)
         self._ray.start(clock)
 
     def prepare(self, state: TickState):
@@ -290,7 +199,8 @@ class RaySched(_Scheduler):
 
 @dataclass
 class RayCheck:
-    """Ray's decision on the same ``SchedulingRequest`` as the engine's, every tick."""
+    """Ray's decision on the same ``SchedulingRequest`` as the engine's, every tick
+    (``start`` before the first ``compare``)."""
     ticks: int = 0
     differing: int = 0
     quirk_ticks: int = 0             # differing ticks where Ray's reply shows Q4 / Q13
@@ -300,10 +210,14 @@ class RayCheck:
 
     def __post_init__(self):
         self._ray = _RayOnClock()
-        self.now_s = 0.0
 
-    def start(self, clock) -> None:
+    def start(self, clock: Clock) -> None:
+        """Ray's scheduler on the simulated clock, which also dates the examples."""
         self._ray.start(clock)
+
+    @property
+    def now_s(self) -> float:
+        return self._ray.clock() / 1e9
 
     def compare(self, request, decision: Decision) -> Optional[Decision]:
         t0 = time.perf_counter()
@@ -332,6 +246,6 @@ class RayCheck:
                 "examples": [f"t={t:.0f}s: {d}" for t, d in self.examples]}
 
 
-__all__ = ["TickState", "Decision", "EngineSched", "BaselineSched",
+__all__ = ["TickState", "Decision", "ReplayScheduler", "EngineSched", "BaselineSched",
            "RaySched", "RayCheck", "bundle_key", "reply_decision",
            "ray_decision", "ray_request", "describe_diff"]

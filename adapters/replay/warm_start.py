@@ -20,6 +20,8 @@ percentiles are of the window's demand).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from vecsched.engine.model.dtypes import Kind, Status
 
 from vecsched.adapters.sim.lifecycle import Move, sequential_ids
@@ -28,52 +30,59 @@ MAX_ROUNDS = 8
 PREFIX = "warm-"
 
 
-def warm_start(replay) -> dict:
-    """Place the replay's warm units at t = 0 (see the module docstring); returns
-    ``{"units", "placed", "nodes", "nodes_by_type", "rounds"}`` and sets
-    ``replay.warm_ids``."""
-    trace, cluster = replay.trace, replay.cluster
+@dataclass
+class WarmStart:
+    """What the warm start did: ``info`` (``{"units", "placed", "nodes", "nodes_by_type",
+    "rounds"}``, the summary's ``warm_start``) and the ids of the nodes it started."""
+    info: dict = field(default_factory=dict)
+    ids: list = field(default_factory=list)
+
+
+def warm_start(trace, world, view, scheduler) -> WarmStart:
+    """Place ``trace``'s warm units at t = 0 (see the module docstring) in ``world``
+    (``world.World``), deciding with ``scheduler`` on ``view``'s states (``view.TickView``)."""
+    cluster = world.cluster
     n_warm = trace.n_warm
-    info = {"units": n_warm, "placed": 0, "nodes": 0, "nodes_by_type": {}, "rounds": 0}
+    out = WarmStart({"units": n_warm, "placed": 0, "nodes": 0, "nodes_by_type": {},
+                     "rounds": 0})
     if not n_warm:
-        return info
+        return out
     while cluster.arrived < trace.n_units and trace.warm[cluster.arrived]:
         cluster.arrive(cluster.arrived)
         cluster.arrived += 1
     new_id = sequential_ids(PREFIX)
     waits_before = len(cluster.waits)
     for _ in range(MAX_ROUNDS):
-        replay._sync(0.0)
-        cluster.place(0.0)
+        world.settle(0.0)
         if not cluster.n_pending:
             break
-        state = replay.state(0.0)
-        decision = replay.sched.decide(state)
-        replay.sched.after(state, decision)
-        info["rounds"] += 1
-        launched = 0
-        for type_name, count in decision.launches:
-            for _ in range(int(count)):
-                _node_up(replay, new_id(), type_name)
-                launched += 1
-                by = info["nodes_by_type"]
-                by[type_name] = by.get(type_name, 0) + 1
-        if not launched:
+        state = view.state(0.0)
+        decision = scheduler.decide(state)
+        scheduler.after(state, decision)
+        out.info["rounds"] += 1
+        if not _nodes_up(world, out, new_id, decision.launches):
             break
-    replay._sync(0.0)
-    cluster.place(0.0)
-    info["nodes"] = len(replay.warm_ids)
-    info["placed"] = len(cluster.waits) - waits_before
+    world.settle(0.0)
+    out.info["nodes"] = len(out.ids)
+    out.info["placed"] = len(cluster.waits) - waits_before
     del cluster.waits[waits_before:]          # already running: not pending time
-    return info
+    return out
 
 
-def _node_up(replay, instance_id: str, type_name: str) -> None:
-    """A node of ``type_name`` that is up at t = 0 (no launch, no boot)."""
-    cloud = replay.provider.cloud.add(type_name, 0, owner=instance_id)
-    replay.store.apply([Move(instance_id, Status.ALLOCATED, instance_type=type_name,
-                             cloud_instance_id=cloud.cloud_instance_id,
-                             node_kind=Kind.WORKER, create=True)])
-    replay.store.apply([Move(instance_id, Status.RAY_RUNNING,
-                             node_id=f"node-{cloud.cloud_instance_id}")])
-    replay.warm_ids.append(instance_id)
+def _nodes_up(world, out: WarmStart, new_id, launches) -> int:
+    """A node up at t = 0 (no launch, no boot) per launch; returns how many."""
+    launched = 0
+    by = out.info["nodes_by_type"]
+    for type_name, count in launches:
+        for _ in range(int(count)):
+            instance_id = new_id()
+            cloud = world.provider.cloud.add(type_name, 0, owner=instance_id)
+            world.store.apply([Move(instance_id, Status.ALLOCATED, instance_type=type_name,
+                                    cloud_instance_id=cloud.cloud_instance_id,
+                                    node_kind=Kind.WORKER, create=True)])
+            world.store.apply([Move(instance_id, Status.RAY_RUNNING,
+                                    node_id=f"node-{cloud.cloud_instance_id}")])
+            out.ids.append(instance_id)
+            by[type_name] = by.get(type_name, 0) + 1
+            launched += 1
+    return launched

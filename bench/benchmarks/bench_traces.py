@@ -31,7 +31,7 @@ from . import common  # noqa: F401,I001  (first: puts the repo root on sys.path)
 
 import vecsched.engine as engine
 from vecsched.adapters.replay import GangOverlay, Replay, ReplayConfig, SCHEDULERS, Window, load, make
-from vecsched.adapters.replay.schedulers import TickState
+from vecsched.adapters.replay import ForwardingScheduler, TickState
 from vecsched.adapters.traces import WORKER_GROUP_SETS
 
 BENCHED = tuple(n for n in ("engine", "baseline", "efficient", "efficient-consolidate")
@@ -40,27 +40,16 @@ WINDOW = Window(start=None, pods=300, arrival_scale=200.0)
 _TIMEOUT = 900
 
 
-class _Recorder:
+class _Recorder(ForwardingScheduler):
     """Wraps a replay scheduler and keeps every tick's state."""
 
     def __init__(self, inner):
-        self.inner = inner
-        self.name, self.check = inner.name, inner.check
+        super().__init__(inner)
         self.states: list[TickState] = []
-
-    @property
-    def seconds(self) -> float:
-        return self.inner.seconds
-
-    def start(self, clock) -> None:
-        self.inner.start(clock)
 
     def decide(self, state):
         self.states.append(state)
         return self.inner.decide(state)
-
-    def after(self, state, decision) -> None:
-        self.inner.after(state, decision)
 
 
 def _replay(groups: str, scheduler: str, gangs: float) -> dict:

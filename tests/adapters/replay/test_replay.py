@@ -288,10 +288,10 @@ def _busy_state():
     """A mid-replay state with pending demand and running workers."""
     trace = load(None, None, SMALL)
     rep = Replay(trace, make("engine"))
-    rep._start_head()
+    rep.begin()
     for k in range(200):
         rep.tick(k)
-        state = rep.state(k * rep.cfg.tick_s)
+        state = rep.view.state(k * rep.cfg.tick_s)
         if state.requests and sum(n.total is not None for n in state.nodes) > 5:
             return state
     raise AssertionError("no busy tick")

@@ -111,7 +111,7 @@ def test_caps_hold_and_bind_in_the_replay():
     def most_per_node(table):
         t = load(table, capped_groups(), X200)
         rep = Replay(t, make("baseline"))
-        rep._start_head()
+        rep.begin()
         app = np.asarray(table.column("app").to_pylist(), dtype=object)[t.rows]
         app[t.gangs.unit_gang >= 0] = None
         most: Counter = Counter()
@@ -136,7 +136,7 @@ def test_caps_hold_and_bind_in_the_replay():
 def test_strict_spread_members_on_distinct_nodes():
     t = load(capped_demand(), capped_groups(), X200)
     rep = Replay(t, make("baseline"))
-    rep._start_head()
+    rep.begin()
     placed = 0
     for k in range(int(np.ceil((t.arrival_s[-1] + 600) / 5)) + 1):
         rep.tick(k)

@@ -113,7 +113,7 @@ def test_the_budget_counts_the_engines_own_disruptions_not_idle_stops():
     opts = EfficientOptions(consolidate=0.5, drain_deadline_s=DEADLINE_S,
                             consolidate_budget=BUDGET, consolidate_per_tick=BUDGET)
     r = Replay(trace, EfficientSched(options=opts, name="cons"), ReplayConfig(tail_s=300))
-    memory = r.sched.sched._drains
+    memory = r.scheduler.sched._drains
     seen = []                                   # (engine's count, replay's, idle stopping)
     options_for = memory.options_for
 

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from vecsched.adapters.replay import GangOverlay, Replay, ReplayConfig, SCHEDULERS, Window, load, make
-from vecsched.adapters.replay.schedulers import Decision, TickState, _from_plan, _problem, _Scheduler
+from vecsched.adapters.replay.interface import Decision, ReplayScheduler, TickState
+from vecsched.adapters.replay.schedulers import _from_plan, _problem
 from vecsched.adapters.traces import bundled, read_worker_groups
 from vecsched.engine import schedule
 from vecsched.engine.model.build.builder import NodeTypeSpec, RequestSpec
@@ -22,7 +23,7 @@ pytest.importorskip("ray.autoscaler.v2.scheduler", reason="the engine runs throu
 SMALL = Window(start=None, pods=300, arrival_scale=200.0)
 
 
-class _Direct(_Scheduler):
+class _Direct(ReplayScheduler):
     """The efficient mode straight on build_problem (no protobuf, no EngineScheduler),
     priced as the replay's efficient scheduler is."""
     name = "direct"
@@ -47,11 +48,12 @@ def test_efficient_is_registered_and_runs_on_the_production_path():
     from vecsched.adapters.ray.scheduler import EngineScheduler
     assert "efficient" in SCHEDULERS
     eff = make("efficient")
-    assert isinstance(eff.sched, EngineScheduler) and eff.sched.engine_mode == "efficient"
     with pytest.raises(ValueError, match="not Ray-exact"):
         make("efficient", check_ray=True)
     trace = load(None, None, SMALL, GangOverlay(0.2, seed=0))
-    a = Replay(trace, eff, ReplayConfig(seed=0), record_decisions=True).run()
+    rep = Replay(trace, eff, ReplayConfig(seed=0), record_decisions=True)
+    assert isinstance(eff.sched, EngineScheduler) and eff.sched.engine_mode == "efficient"
+    a = rep.run()
     b = Replay(trace, _Direct(trace.prices), ReplayConfig(seed=0),
                record_decisions=True).run()
     assert a.decisions == b.decisions and a.metrics["instances"]["launched"] > 0
@@ -126,7 +128,7 @@ class _Priced:
     prices = {"cpu4": 1.0, "cpu16": 3.0}
 
 
-class _Fixed(_Scheduler):
+class _Fixed(ReplayScheduler):
     """A scheduler that answers every tick with the same launches."""
     name = "fixed"
 

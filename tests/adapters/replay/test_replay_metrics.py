@@ -192,7 +192,7 @@ def test_held_ticks_are_the_reconcilers_own_decisions():
     """Every tick, the records left QUEUED after the launch step are the ones LaunchStep
     says the limits held back; the summary counts exactly those ticks."""
     rep = Replay(load(None, None, SMALL), make("engine"), ReplayConfig(max_concurrent_launches=2))
-    rep._start_head()
+    rep.begin()
     held_ticks = 0
     seen = []
     real = rep.store.reconcile

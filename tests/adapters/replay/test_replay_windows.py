@@ -111,8 +111,8 @@ def test_warm_start_places_the_alive_pods_at_zero_on_nodes_up_at_once(files):
     warm_units = np.flatnonzero(rep.trace.warm)
     assert m["requeued"] == 0 and np.all(c.placed_at[warm_units] == 0.0)
     # 5 pods of 4 CPUs: two on the head (8 CPUs), three on two 8-CPU nodes up at t = 0
-    assert m["warm_start"]["nodes"] == 2 == len(rep.warm_ids)
-    for iid in rep.warm_ids:
+    assert m["warm_start"]["nodes"] == 2 == len(rep.warm.ids)
+    for iid in rep.warm.ids:
         rec = rep.store[iid]
         assert rec.entered_ns(S.RAY_RUNNING) == 0 and not rec.times_ns(S.REQUESTED)
     assert r.series["running"][0].sum() == 1 + 2          # head + the warm nodes at tick 0
@@ -127,7 +127,7 @@ def test_warm_start_places_the_alive_pods_at_zero_on_nodes_up_at_once(files):
 def test_without_warm_start_the_window_starts_empty(files):
     d, g = files
     rep, r = _replay(d, g, Window(t_from=1000.0, t_to=1500.0, warm_start=False))
-    assert rep.trace.n_warm == 0 and not rep.warm_ids
+    assert rep.trace.n_warm == 0 and not rep.warm.ids
     assert r.series["running"][0].sum() == 1                # the head only
     assert r.metrics["units_in"] == 5 and r.metrics["warm_start"]["units"] == 0
 
