@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from vecsched.adapters.replay import (DEFAULT_WINDOW, GangOverlay, Replay,  # noqa: E402
                                           ReplayConfig, Window, load, make)
-from vecsched.adapters.replay.bounds import common_bounds, replay_bounds  # noqa: E402
+from vecsched.adapters.replay.bounds import common_bounds  # noqa: E402
 from vecsched.adapters.replay.excess import Excess, excess_parts  # noqa: E402
 
 CELL_KEYS = ("workload", "gangs", "seed", "scheduler", "gpu_hours", "node_hours", "cost",
@@ -106,8 +106,8 @@ def cell(metrics: dict, workload: str, gangs: float, seed: int, scheduler: str,
            "tick_max_ms": metrics["tick_max_ms"],
            "cost_lower_bound": metrics["cost_lower_bound"],
            "gpu_hours_lower_bound": metrics["gpu_hours_lower_bound"],
-           "cancelled_after_request": metrics["cancelled_before_join_by_stage"]["booting"],
-           "cancelled_queued": metrics["cancelled_before_join_by_stage"]["queued"],
+           "cancelled_after_request": metrics["cancelled_after_request"],
+           "cancelled_queued": metrics["cancelled_queued"],
            "split": split}
     assert tuple(out) == CELL_KEYS
     return out
@@ -141,8 +141,6 @@ def _one_cell(trace, workload: str, gangs: float, seed: int, name: str) -> dict:
     replay = Replay(trace, make(name), ReplayConfig(seed=seed))
     excess = Excess(replay)
     m = replay.run(excess).metrics
-    if "cost_lower_bound" not in m:
-        m = dict(m, **replay_bounds(replay, m["sim_end_s"]))
     return cell(m, workload, gangs, seed, name, excess.split(m))
 
 

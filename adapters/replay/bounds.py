@@ -246,10 +246,11 @@ def _min_shifted(cum: np.ndarray, grid: np.ndarray, a: np.ndarray, d: np.ndarray
 
 # ---- a finished replay -------------------------------------------------------------------
 
-def start_delays(replay, end_s: float) -> np.ndarray:
+def start_delays(trace: LoadedTrace, cluster, end_s: float) -> np.ndarray:
     """(U,) seconds from each unit's arrival to the start of its last run in a finished
-    replay; a unit still pending at the end counts as starting at the end."""
-    c, tr = replay.cluster, replay.trace
+    replay (its ``cluster``); a unit still pending at the end counts as starting at the
+    end."""
+    c, tr = cluster, trace
     start = np.where(np.isnan(c.placed_at), end_s, c.placed_at)
     pending = [u for q in c.queues for u in q]
     pending += [int(u) for g in c.gang_pending for u in tr.gangs.members(g)]
@@ -257,14 +258,13 @@ def start_delays(replay, end_s: float) -> np.ndarray:
     return np.maximum(start - tr.arrival_s, 0.0)
 
 
-def replay_bounds(replay, end_s: float) -> dict:
-    """The bounds of a finished replay (``summarize``'s keys): ``cost_lower_bound`` and
-    ``gpu_hours_lower_bound``, valid for this run (each unit's own start delay), and
-    ``lower_bound`` with the trace's LP integral (every unit starting on arrival) and
-    the run's longest start delay."""
-    tr, cfg = replay.trace, replay.cfg
-    bound = CoverBound.of(tr, cfg.tick_s, end_s)
-    delays = start_delays(replay, end_s)
+def replay_bounds(trace: LoadedTrace, config, cluster, end_s: float) -> dict:
+    """The bounds of a finished replay of ``trace`` under ``config`` (its ``cluster``;
+    ``summarize``'s keys): ``cost_lower_bound`` and ``gpu_hours_lower_bound``, valid
+    for this run (each unit's own start delay), and ``lower_bound`` with the trace's LP
+    integral (every unit starting on arrival) and the run's longest start delay."""
+    bound = CoverBound.of(trace, config.tick_s, end_s)
+    delays = start_delays(trace, cluster, end_s)
     run = bound.at(delays)
     lp = bound.at(0.0)
     return {"cost_lower_bound": run["cost"], "gpu_hours_lower_bound": run["gpu_hours"],

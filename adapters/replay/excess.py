@@ -39,9 +39,10 @@ class Excess:
         self.r = replay
         self.last = float(replay.trace.arrival_s[-1]) if replay.trace.n_units else 0.0
         prices = replay.trace.prices
+        types = replay.trace.types
         self.price = {t.name: float(prices[t.name]) if prices.get(t.name) is not None else 0.0
-                      for t in replay.types}
-        self.gpus = {t.name: float(t.resources.get("GPU", 0.0)) for t in replay.types}
+                      for t in types}
+        self.gpus = {t.name: float(t.resources.get("GPU", 0.0)) for t in types}
         self.acc = {"gpu": dict.fromkeys(_PARTS, 0.0), "cost": dict.fromkeys(_PARTS[:2], 0.0)}
 
     def __call__(self, done: int, total: int) -> None:

@@ -124,8 +124,9 @@ def test_bound_below_every_schedulers_cost(trace, window, gangs, seed):
     for name in SCHEDULERS:
         r = Replay(tr, make(name), cfg)
         m = r.run().metrics
-        b = replay_bounds(r, end)
+        b = replay_bounds(tr, cfg, r.cluster, end)
         assert m["sim_end_s"] == end
+        assert m["cost_lower_bound"] == b["cost_lower_bound"]      # summary's own keys
         assert 0 < b["cost_lower_bound"] <= m["cost"], name
         assert 0 < b["gpu_hours_lower_bound"] <= m["gpu_hours"], name
         lp = b["lower_bound"]

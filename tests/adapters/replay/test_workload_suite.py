@@ -28,6 +28,10 @@ def _suite():
     return mod
 
 
+def _named(suite, name):
+    return next(w for w in suite.WORKLOADS if w.name == name)
+
+
 @pytest.fixture(scope="module")
 def suite():
     return _suite()
@@ -35,8 +39,8 @@ def suite():
 
 @pytest.fixture(scope="module")
 def cells(suite):
-    w = [dataclasses.replace(suite.WORKLOADS[-1], window=TINY),            # services
-         dataclasses.replace(suite.WORKLOADS[0], window=Window(start=None, pods=80,
+    w = [dataclasses.replace(_named(suite, "services"), window=TINY),            # services
+         dataclasses.replace(_named(suite, "openb"), window=Window(start=None, pods=80,
                                                                arrival_scale=200.0))]
     return suite.run_cells(w, [0], ["engine", "baseline", "efficient"])
 
@@ -69,7 +73,7 @@ def test_cells_have_exactly_the_issue_keys(suite, cells):
 
 
 def test_cells_are_deterministic(suite, cells):
-    again = suite.run_cells([dataclasses.replace(suite.WORKLOADS[-1], window=TINY)], [0],
+    again = suite.run_cells([dataclasses.replace(_named(suite, "services"), window=TINY)], [0],
                             ["engine", "baseline", "efficient"])
     strip = lambda c: {k: v for k, v in c.items() if not k.startswith("tick")}  # noqa: E731
     assert [strip(c) for c in again] == [strip(c) for c in cells[:3]]
