@@ -349,7 +349,12 @@ def main(argv=None) -> int:
                     help=f"comma-separated (default {','.join(SCHEDULERS)})")
     ap.add_argument("--out", default="suite-out",
                     help="directory for suite.json, suite.md and suite.png (default suite-out)")
+    ap.add_argument("--cells", default=None,
+                    help="comma-separated suite.json files of earlier runs: merge their cells "
+                         "and write the table, plot and suite.json again (no replay)")
     args = ap.parse_args(argv)
+    if args.cells:
+        return merge([p for p in args.cells.split(",") if p], args.out)
     by_name = {w.name: w for w in WORKLOADS}
     workloads = [by_name[n] for n in _pick(args.workloads, by_name, "workloads")]
     schedulers = _pick(args.schedulers, SCHEDULERS, "schedulers")
@@ -378,15 +383,50 @@ def main(argv=None) -> int:
               f"seed {c['seed']} {c['scheduler']}: {seconds:.1f} s", file=sys.stderr,
               flush=True)
     run_cells(workloads, seeds, schedulers, on_cell=on_cell)
+    meta["wall_s"] = time.perf_counter() - t_start
+    write_outputs(cells, meta, args.out)
+    return 0
+
+
+def merge(paths, out: str) -> int:
+    """``--cells``: the cells of earlier runs (e.g. Ray and FFD in one run, the efficient
+    modes in another) as one suite: the bound of each window the least over all its
+    runs', the table, the plot and suite.json written again into ``out``."""
+    cells, meta = [], {"merged_from": list(paths), "wall_s": 0.0}
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        cells += doc["cells"]
+        meta["wall_s"] += float(doc["meta"].get("wall_s", 0.0))
+        for k in ("seeds", "schedulers", "workloads"):
+            v = doc["meta"].get(k)
+            if isinstance(v, list):
+                meta[k] = list(dict.fromkeys(meta.get(k, []) + v))
+            elif isinstance(v, dict):
+                meta[k] = {**meta.get(k, {}), **v}
+    order = {n: i for i, n in enumerate(SCHEDULERS)}
+    names = [w.name for w in WORKLOADS]
+    cells.sort(key=lambda c: (names.index(c["workload"]) if c["workload"] in names else 99,
+                              c["gangs"], c["seed"], order.get(c["scheduler"], 99)))
+    for group in _group(cells).values():
+        common_bounds(list(group.values()))
+    os.makedirs(out, exist_ok=True)
+    write_outputs(cells, meta, out)
+    return 0
+
+
+def write_outputs(cells, meta: dict, out: str) -> None:
+    """suite.json (the cells, meta with the averages), suite.md (the tables and the
+    averages, also printed) and suite.png in ``out``."""
+    schedulers = list(dict.fromkeys(c["scheduler"] for c in cells))
     avg = {name: averages(cells, name) for name in schedulers
            if name not in ("engine", "baseline")}
     meta["averages"] = avg
     meta["bound_violations"] = len(bound_violations(cells))
-    meta["wall_s"] = time.perf_counter() - t_start
+    out_json = os.path.join(out, "suite.json")
     with open(out_json, "w") as f:
         json.dump({"cells": cells, "meta": meta}, f, indent=1)
-    text = table(cells)
-    lines = [text, "", bound_table(cells), ""] + [
+    lines = [table(cells), "", bound_table(cells), ""] + [
         f"{name}: {a['cells_meeting_every_target']} of {a['cells']} cells meet every target; "
         f"mean cost / best of Ray and FFD {_fmt(a['mean_cost_over_best'], '.3f')} "
         f"(target <= 0.90); efficient excess over the bound at most "
@@ -396,11 +436,10 @@ def main(argv=None) -> int:
                  f"{meta['bound_violations']} (must be 0)")
     lines.append(f"wall time {meta['wall_s']:.0f} s")
     print("\n".join(lines))
-    with open(os.path.join(args.out, "suite.md"), "w") as f:
+    with open(os.path.join(out, "suite.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    plot(cells, os.path.join(args.out, "suite.png"))
-    print(f"wrote {out_json}, suite.md, suite.png in {args.out}")
-    return 0
+    plot(cells, os.path.join(out, "suite.png"))
+    print(f"wrote {out_json}, suite.md, suite.png in {out}")
 
 
 if __name__ == "__main__":

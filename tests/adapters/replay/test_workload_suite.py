@@ -115,3 +115,21 @@ def test_unknown_names_are_refused(suite, tmp_path):
         suite.main(["--workloads", "nope", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="--seeds"):
         suite.main(["--seeds", "a", "--out", str(tmp_path)])
+
+
+def test_runs_merge_into_one_suite(suite, cells, tmp_path):
+    """--cells: Ray and FFD from one run, the efficient mode from another, one table."""
+    pytest.importorskip("matplotlib")
+    services = cells[:3]
+    for name, part in (("a", services[:2]), ("b", services[2:])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "suite.json").write_text(json.dumps(
+            {"cells": [dict(c) for c in part], "meta": {"seeds": [0], "wall_s": 1.0}}))
+    out = tmp_path / "merged"
+    assert suite.main(["--cells", f"{tmp_path / 'a' / 'suite.json'},"
+                       f"{tmp_path / 'b' / 'suite.json'}", "--out", str(out)]) == 0
+    doc = json.loads((out / "suite.json").read_text())
+    assert [c["scheduler"] for c in doc["cells"]] == ["engine", "baseline", "efficient"]
+    assert len({c["cost_lower_bound"] for c in doc["cells"]}) == 1
+    assert doc["meta"]["averages"]["efficient"]["cells"] == 1
+    assert (out / "suite.md").read_text().count("| services |") >= 3
