@@ -194,6 +194,13 @@ class CoverBound:
         return {k: float(self._lp(w)[0].value.sum() * h) for k, w in
                 (("cost", "cost"), ("gpu_hours", "gpu"))}
 
+    def lp_mix(self) -> dict:
+        """Node-hours of each worker group in the cost LP's optimal mix, integrated over
+        the ticks (where the limit puts its capacity; ``bench/where_work_runs.py``)."""
+        h = self.tick_s / _SECONDS_PER_HOUR
+        x = self._lp("cost")[0].x
+        return {n: float(x[:, t].sum() * h) for t, n in enumerate(self.names)}
+
     def lp_by_period(self, split_s: float) -> dict:
         """{"cost": (before, after), "gpu": (before, after)}: the trace's LP optimum
         integrated over the ticks before ``split_s`` and from it on (``excess.py``)."""

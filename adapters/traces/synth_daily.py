@@ -43,9 +43,9 @@ def _target(peak: float, peak_s: float, t: float, noise: float) -> int:
     return max(1, int(round(peak * cycle * noise)))
 
 
-def daily_rows(rng: np.random.Generator, apps: list, spec) -> list:
-    """(sort key, row) of every replica (module docstring)."""
-    from .synth_services import replica
+def daily_rows(rng: np.random.Generator, apps: list, spec, replica) -> list:
+    """(sort key, row) of every replica (module docstring); ``replica(app, arrival,
+    duration_s, name)`` makes one demand row (``synth_services.replica``)."""
     horizon = float(spec.horizon_s)
     rows = []
     for a, app in enumerate(apps):

@@ -40,6 +40,7 @@ import pyarrow as pa
 
 from . import group_prices as prices
 from . import schema
+from .synth_daily import daily_rows
 
 GIB = 2 ** 30
 SEED = 0
@@ -170,8 +171,7 @@ def demand(seed: int = SEED, spec: Spec = SERVICES) -> pa.Table:
     rng = np.random.default_rng(seed)
     apps = _apps(rng, spec)
     if spec.process == "daily":
-        from .synth_daily import daily_rows
-        rows = daily_rows(rng, apps, spec)
+        rows = daily_rows(rng, apps, spec, replica)
     elif spec.process == "bursts":
         rows = _bursts(rng, apps, spec)
     else:

@@ -44,6 +44,7 @@ class CoverResult:
     y: np.ndarray              # (K, G, R) >= 0, dual-feasible
     z: np.ndarray              # (K, T) >= 0, nonzero only where upper is finite
     solves: int                # distinct rows solved
+    x: np.ndarray = None       # (K, T) GLOP's optimal mix (nodes of each type)
 
 
 class CoverLP:
@@ -87,25 +88,25 @@ class CoverLP:
         if rows.size == 0:                       # nothing to cover: every value is 0
             zero = np.zeros(K)
             return CoverResult(value=zero, dual_value=zero.copy(), y=np.zeros((K, G, R)),
-                               z=np.zeros((K, T)), solves=0)
+                               z=np.zeros((K, T)), solves=0, x=np.zeros((K, T)))
         uniq, inverse = np.unique(D.reshape(K, -1)[:, rows], axis=0, return_inverse=True)
         # each constraint scaled to a largest coefficient of 1 (memory is in bytes, a GPU
         # model's share in thousandths): the same LP, its duals scaled back
         norm = flat.max(axis=1)
-        values, y_rows = self._glop(flat / norm[:, None], uniq / norm[None, :])
+        values, y_rows, x = self._glop(flat / norm[:, None], uniq / norm[None, :])
         y_rows = y_rows / norm[None, :]
         y = np.zeros((len(uniq), G * R))
         y[:, rows] = y_rows
         y, z = self._feasible(y.reshape(-1, G, R))
         inverse = inverse.reshape(-1)
-        y, z, values = y[inverse], z[inverse], values[inverse]
+        y, z, values, x = y[inverse], z[inverse], values[inverse], x[inverse]
         finite = np.where(np.isfinite(self.upper), self.upper, 0.0)
         dual = np.einsum("kgr,kgr->k", y, D) - z @ finite
-        return CoverResult(value=values, dual_value=dual, y=y, z=z, solves=len(uniq))
+        return CoverResult(value=values, dual_value=dual, y=y, z=z, solves=len(uniq), x=x)
 
-    def _glop(self, flat: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _glop(self, flat: np.ndarray, rhs: np.ndarray) -> tuple:
         """GLOP over the rows of ``rhs`` (one model, re-solved with new lower bounds):
-        (optimum per row, the constraints' duals per row)."""
+        (optimum per row, the constraints' duals per row, the mix per row)."""
         try:
             from ortools.linear_solver import pywraplp
         except ImportError as e:       # pragma: no cover - OR-Tools is a core dependency
@@ -126,6 +127,7 @@ class CoverLP:
         obj.SetMinimization()
         values = np.zeros(len(rhs))
         duals = np.zeros((len(rhs), len(cons)))
+        mix = np.zeros((len(rhs), T))
         for k, row in enumerate(rhs):
             for ct, b in zip(cons, row):
                 ct.SetLb(float(b))
@@ -135,7 +137,8 @@ class CoverLP:
                                  f"(a bounded type's cap cannot hold it?)")
             values[k] = obj.Value()
             duals[k] = [ct.dual_value() for ct in cons]
-        return values, duals
+            mix[k] = [v.solution_value() for v in x]
+        return values, duals, mix
 
     def _feasible(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Dual prices made exactly feasible: y >= 0; zero on the (class, column) pairs a

@@ -31,6 +31,7 @@ def test_complementary_columns_mix_types():
     res = lp.solve(np.array([[[10.0, 10.0]]]))
     # x0 = x1 = 1 covers (10, 10) at 2; the balanced type would cost 3.75
     assert res.value[0] == pytest.approx(2.0)
+    assert res.x[0] == pytest.approx([1.0, 1.0, 0.0])
     assert res.dual_value[0] == pytest.approx(2.0)
 
 
