@@ -1,5 +1,6 @@
-"""A lower bound on the cost and the GPU-hours of replaying a trace, from the trace
-alone: no scheduler, no cloud.
+"""A lower bound on the cost and the GPU-hours of replaying a trace: from the trace's
+work and the worker groups alone (no node a scheduler chose, no cloud), given only how
+long each unit waited to start in a run.
 
 **The bound.** At every instant the nodes a cluster pays for hold the work running
 then, so they are a feasible point of the *covering LP* of that work
@@ -45,6 +46,8 @@ never placed. The same with the GPUs per node as the price gives GPU-hours.
 
     b = CoverBound(trace, tick_s=5.0, end_s=3000.0)
     b.at(120.0)      # {"cost": ..., "gpu_hours": ...} valid for waits <= 120 s
+    b.at(0.0)        # the LP over the trace's alive sets (every unit starting on arrival)
+    replay_bounds(trace, config, cluster, end_s)   # a finished run's, at its own delays
 """
 from __future__ import annotations
 
