@@ -103,17 +103,19 @@ def test_common_bounds_take_the_least():
 
 
 # ---- below every scheduler's cost on short replays ---------------------------------------
-CASES = [
-    ("services", Window(start=0, pods=120, arrival_scale=4.0), 0.0, 0),
-    ("openb", Window(start=None, pods=120, arrival_scale=200.0), 0.0, 1),
-    ("openb", Window(start=None, pods=120, arrival_scale=200.0), 0.3, 2),
-    ("openb_gpuspec33", Window(start=None, pods=120, arrival_scale=100.0), 0.0, 0),
-    ("openb_cpu250", Window(start=None, pods=100, arrival_scale=100.0), 0.0, 3),
+SLOW = pytest.mark.slow
+CASES = [          # one in the quick subset (about 2 s here), the rest slow
+    pytest.param("services", Window(start=0, pods=120, arrival_scale=4.0), 0.0, 0, marks=SLOW),
+    pytest.param("openb", Window(start=None, pods=120, arrival_scale=200.0), 0.0, 1),
+    pytest.param("openb", Window(start=None, pods=120, arrival_scale=200.0), 0.3, 2, marks=SLOW),
+    pytest.param("openb_gpuspec33", Window(start=None, pods=120, arrival_scale=100.0), 0.0, 0,
+                 marks=SLOW),
+    pytest.param("openb_cpu250", Window(start=None, pods=100, arrival_scale=100.0), 0.0, 3,
+                 marks=SLOW),
 ]
 SCHEDULERS = ("engine", "baseline", "efficient", "efficient-proxy", "efficient-consolidate")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("trace,window,gangs,seed", CASES)
 def test_bound_below_every_schedulers_cost(trace, window, gangs, seed):
     _ray()
