@@ -229,6 +229,12 @@ def table(cells) -> str:
     return "\n".join(lines)
 
 
+def _pct0(x: float) -> str:
+    """A share as a whole percentage, never "-0"."""
+    s = f"{100 * x:.0f}"
+    return "0" if s == "-0" else s
+
+
 def bound_table(cells) -> str:
     """Per window: the trace's lower bounds, each scheduler's cost as a multiple of the
     cost bound, and where its excess goes (``excess.excess_parts``, as % of the bound:
@@ -246,10 +252,10 @@ def bound_table(cells) -> str:
             c = row.get(n)
             parts = excess_parts((c.get("split") or {}).get("cost"), c["cost"],
                                  c["cost_lower_bound"]) if c else {}
+            pct = {k: _pct0(v) for k, v in parts.items()}
             cols.append("-" if not parts else
-                        f"{1 + parts['excess']:.3f} ({100 * parts['booting']:.0f} / "
-                        f"{100 * parts['while arriving']:.0f} / {100 * parts['in the tail']:.0f}"
-                        f" / {100 * parts['rest']:.0f})")
+                        f"{1 + parts['excess']:.3f} ({pct['booting']} / "
+                        f"{pct['while arriving']} / {pct['in the tail']} / {pct['rest']})")
         e = excess(row["efficient"]) if "efficient" in row else None
         f = excess(row["baseline"]) if "baseline" in row else None
         lines.append(f"| {w} | {g:g} | {s} | {_fmt(any_c['cost_lower_bound'])} | "
