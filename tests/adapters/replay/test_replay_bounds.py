@@ -45,25 +45,32 @@ def test_min_shifted_equals_a_brute_force_search():
 
 
 # ---- a trace worked by hand --------------------------------------------------------------
-def _hand_trace():
-    """Two CPU groups (8 CPUs at 1.0 / h, 32 CPUs at 3.0 / h) and one GPU group; 4-CPU
-    units, and one 1-GPU unit."""
-    groups = pa.Table.from_pylist([
-        {"type": "small", "cpu": 8.0, "memory": 32 * GIB, "gpu": 0.0, "gpu_model": None,
-         "labels": {}, "min_workers": 0, "max_workers": 10, "price": 1.0, "resources": None},
-        {"type": "big", "cpu": 32.0, "memory": 128 * GIB, "gpu": 0.0, "gpu_model": None,
-         "labels": {}, "min_workers": 0, "max_workers": 10, "price": 3.0, "resources": None},
-        {"type": "gpu", "cpu": 8.0, "memory": 32 * GIB, "gpu": 1.0, "gpu_model": "T4",
-         "labels": {T.ACCELERATOR_LABEL: "T4"}, "min_workers": 0, "max_workers": 10,
-         "price": 4.0, "resources": None},
-    ], schema=T.WORKER_GROUP_SCHEMA)
+def _hand_groups(price=1.0):
+    """Two CPU groups (8 CPUs at 1.0 / h, 32 CPUs at 3.0 / h) and one T4 group (4.0 / h);
+    ``price`` None: no group priced."""
+    def row(name, cpu, mem, gpu, model, p):
+        return {"type": name, "cpu": cpu, "memory": mem * GIB, "gpu": gpu, "gpu_model": model,
+                "labels": {T.ACCELERATOR_LABEL: model} if model else {}, "min_workers": 0,
+                "max_workers": 10, "price": None if price is None else p, "resources": None}
+    return pa.Table.from_pylist([row("small", 8.0, 32, 0.0, None, 1.0),
+                                 row("big", 32.0, 128, 0.0, None, 3.0),
+                                 row("gpu", 8.0, 32, 1.0, "T4", 4.0)],
+                                schema=T.WORKER_GROUP_SCHEMA)
+
+
+def _hand_rows():
+    """Six 4-CPU units for an hour, one 1-GPU (T4) unit for half an hour."""
     rows = [{"arrival_s": 0, "duration_s": 3600.0, "cpu": 4.0, "memory": 4 * GIB, "gpu": 0.0,
              "gpu_spec": None, "group_id": None, "qos": "LS", "name": f"c{i}",
              "resources": None, "app": None, "max_per_node": None} for i in range(6)]
     rows.append({"arrival_s": 0, "duration_s": 1800.0, "cpu": 1.0, "memory": 1 * GIB,
                  "gpu": 1.0, "gpu_spec": "T4", "group_id": None, "qos": "LS", "name": "g",
                  "resources": None, "app": None, "max_per_node": None})
-    return load(pa.Table.from_pylist(rows, schema=T.DEMAND_SCHEMA), groups,
+    return rows
+
+
+def _hand_trace():
+    return load(pa.Table.from_pylist(_hand_rows(), schema=T.DEMAND_SCHEMA), _hand_groups(),
                 Window(start=0, pods=None, arrival_scale=1.0))
 
 
@@ -83,6 +90,21 @@ def test_the_bound_of_a_hand_worked_trace():
     later = b.at(600.0)
     assert later["cost"] < got["cost"] and later["gpu_hours"] < got["gpu_hours"]
     assert later["cost"] >= 0.0 and later["gpu_hours"] >= 0.0
+
+
+def test_units_no_group_holds_are_left_out_and_no_price_no_cost_bound():
+    tr = _hand_trace()
+    base = CoverBound(tr, 5.0, 3600.0).at(0.0)
+    # the same work plus a 64-GPU unit no group holds: the bound does not move
+    big = load(pa.Table.from_pylist(_hand_rows() + [dict(_hand_rows()[0], gpu=64.0, name="huge")],
+                                    schema=T.DEMAND_SCHEMA), _hand_groups(),
+               Window(start=0, pods=None, arrival_scale=1.0))
+    b = CoverBound(big, 5.0, 3600.0)
+    assert b.left_out == 1 and b.at(0.0) == pytest.approx(base)
+    unpriced = load(pa.Table.from_pylist(_hand_rows(), schema=T.DEMAND_SCHEMA),
+                    _hand_groups(price=None), Window(start=0, pods=None, arrival_scale=1.0))
+    got = CoverBound(unpriced, 5.0, 3600.0).at(0.0)
+    assert got["cost"] is None and got["gpu_hours"] == pytest.approx(base["gpu_hours"])
 
 
 def test_bad_waits_are_refused():
