@@ -226,6 +226,7 @@ def test_cli_rows_legend_and_summary(tmp_path, capsys):
     for row in ("instances decided (queued)", "instances requested from the cloud",
                 "instances allocated / launch failed", "instances running (ray node joined)",
                 "instances queued, never launched", "cost (price x node-hours)",
+                "cost / the trace's lower bound", "GPU-hours / the trace's lower bound",
                 "checked, baseline: requested", "prices: illustrative"):
         assert row in text, row
     assert "warning: baseline: max_concurrent_launches (1, --max-launches)" in text
