@@ -24,6 +24,8 @@ choice reaches under the rules, not a proof of the optimum. ``tail_only`` varian
 drain only after the last arrival (no demand comes back to re-launch what was freed).
 
     python -m bench.consolidation_oracle --seeds 0 1 2 3 --out oracle.json
+    python -m bench.consolidation_oracle --seeds 0 1 2 3 --same-restarts \
+        --variants oracle-rules oracle-free oracle-tail-free     # at efficient-consolidate's restarts
 
 Prints one JSON line per (seed, variant): GPU-hours, x Ray's, restarts, moves.
 """
@@ -155,18 +157,43 @@ def _oracle_scheduler_class():
     return OracleScheduler
 
 
+def _oracle_sched(options, name: str):
+    """The replay's efficient scheduler, its ``EngineScheduler`` the oracle's subclass."""
+    from vecsched.adapters.replay.efficient import EfficientSched
+
+    class Sched(EfficientSched):
+        def start(self, clock) -> None:
+            super().start(clock)
+            cls = _oracle_scheduler_class()
+            old = self.sched
+            self.sched = cls.__new__(cls)
+            self.sched.__dict__.update(old.__dict__)
+    return Sched(options=options, name=name)
+
+
 def run(trace, seed: int, name: str, restart_cap: int = 20, min_saved: float = 0.05):
     """One replay of ``trace`` with the variant ``name``; returns its metrics."""
     from vecsched.adapters.replay import Replay, ReplayConfig
-    from vecsched.adapters.replay.efficient import EfficientSched
     from vecsched.engine.efficient import EfficientOptions
     v = VARIANTS[name]
-    sched = EfficientSched(options=EfficientOptions(**v["opts"]), name=name)
-    sched._cls = _oracle_scheduler_class()
-    r = Replay(trace, sched, ReplayConfig(seed=seed))
-    r.sched.sched.oracle = Oracle(r, v["rank"], restart_cap, min_saved,
-                                  v.get("tail_only", False))
+    r = Replay(trace, _oracle_sched(EfficientOptions(**v["opts"]), name), ReplayConfig(seed=seed))
+    r.scheduler.sched.oracle = Oracle(r, v["rank"], restart_cap, min_saved,
+                                      v.get("tail_only", False))
     return r.run().metrics
+
+
+def same_restarts(trace, seed: int, variants, min_saved: float = 0.05) -> list:
+    """``efficient-consolidate`` on ``trace``, then each oracle variant capped at the
+    restarts it made: rows with GPU-hours, restarts and the ratio to the oracle's."""
+    from vecsched.adapters.replay import Replay, ReplayConfig, make
+    real = Replay(trace, make("efficient-consolidate"), ReplayConfig(seed=seed)).run().metrics
+    rows = [{"seed": seed, "variant": "efficient-consolidate", **{k: real[k] for k in KEYS}}]
+    for name in variants:
+        m = run(trace, seed, name, int(real["restarts"]), min_saved)
+        rows.append({"seed": seed, "variant": name, "restart_cap": int(real["restarts"]),
+                     **{k: m[k] for k in KEYS},
+                     "real_gpu_hours_over_this": real["gpu_hours"] / m["gpu_hours"]})
+    return rows
 
 
 def main() -> None:
@@ -176,12 +203,27 @@ def main() -> None:
     ap.add_argument("--restart-cap", type=int, default=20)
     ap.add_argument("--min-saved", type=float, default=0.05)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--trace", default=None,
+                    help="a bundled trace replayed whole (default: the default openb window)")
+    ap.add_argument("--compress", type=float, default=1.0,
+                    help="with --trace: arrivals and durations this many times shorter")
+    ap.add_argument("--same-restarts", action="store_true",
+                    help="run efficient-consolidate first and cap each variant at the "
+                         "restarts it made (the comparison at the same restart count)")
     a = ap.parse_args()
     from vecsched.adapters.replay import load
     from vecsched.adapters.replay.simulation import DEFAULT_WINDOW
-    trace = load(None, None, DEFAULT_WINDOW)
+    from vecsched.adapters.replay import Window
+    trace = (load(a.trace, None, Window(start=0, pods=None, compress=a.compress,
+                                         arrival_scale=1.0))
+             if a.trace else load(None, None, DEFAULT_WINDOW))
     rows = []
     for seed in a.seeds:
+        if a.same_restarts:
+            for row in same_restarts(trace, seed, a.variants, a.min_saved):
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            continue
         for name in a.variants:
             t = time.perf_counter()
             m = run(trace, seed, name, a.restart_cap, a.min_saved)

@@ -12,7 +12,8 @@ uses, and prints the metrics the efficient mode's targets name, the ratios to th
 (Ray's choice) and whether each target holds. (``vecsched replay --scheduler
 engine,efficient,baseline,ray`` shows the same for one seed.)
 
-``--split`` says where each scheduler's GPU-hours go (``gpu_split``):
+``--split`` says where each scheduler's GPU-hours go (``gpu_split``, from
+``vecsched.adapters.replay.excess``, which ``bench/suite.py`` runs on every cell):
 
 - **booting**: from ALLOCATED to the ray node joining (RAY_RUNNING), or to the end of
   the record if it never joined (cancelled while booting); exact, from the records;
@@ -36,6 +37,7 @@ import json
 
 from vecsched.adapters.replay import DEFAULT_WINDOW, Replay, ReplayConfig, load
 from vecsched.adapters.replay import make
+from vecsched.adapters.replay.excess import Excess
 
 KEYS = ("node_hours", "gpu_hours", "cost", "pending_p50_s", "pending_p95_s", "terminations",
         "never_placed", "requeued", "lost_gpu_hours", "tick_p50_ms", "scheduler_s")
@@ -44,56 +46,25 @@ EFFICIENT = ("efficient", "efficient-proxy", "efficient-consolidate")
 
 def run(loaded, sched, seed: int, split: bool = False) -> dict:
     replay = Replay(loaded, sched, ReplayConfig(seed=seed))
-    sample = _Sampler(replay) if split else None
+    sample = Excess(replay) if split else None
     m = replay.run(sample).metrics
     out = {k: m[k] for k in KEYS} | {
         "launches": m["instances"]["launched"],
         "launches_by_type": {t: c["launched"] for t, c in m["instances_by_type"].items()}}
     if split:
-        out["gpu_split"] = sample.split(m["gpu_hours"])
+        out["gpu_split"] = gpu_split(sample.split(m)["gpu_hours"])
     return out
 
 
-class _Sampler:
-    """The ``progress`` callback of ``Replay.run``: after every tick, the GPUs of the
-    cluster's nodes, held and free, before and after the last arrival (module
-    docstring)."""
-
-    def __init__(self, replay):
-        self.r = replay
-        self.last = float(replay.trace.arrival_s[-1]) if replay.trace.n_units else 0.0
-        self.acc = {"used while arriving": 0.0, "free while arriving": 0.0,
-                    "used in the tail": 0.0, "free in the tail": 0.0}
-
-    def __call__(self, done: int, total: int) -> None:
-        from vecsched.adapters.replay.cluster import SCALE
-        c, dt = self.r.cluster, self.r.cfg.tick_s
-        g = c.col.get("GPU")
-        if g is None or not len(c.total):
-            return
-        on = c.alive & (c.total[:, g] > 0)
-        used = float(c.used[on, g].sum()) / SCALE * dt / 3600
-        free = float(c.total[on, g].sum()) / SCALE * dt / 3600 - used
-        part = "in the tail" if (done - 1) * dt > self.last else "while arriving"
-        self.acc["used " + part] += used
-        self.acc["free " + part] += free
-
-    def split(self, gpu_hours: float) -> dict:
-        from vecsched.engine.model.dtypes import Status as S
-        end = (len(self.r.metrics.tick_s) - 1) * self.r.cfg.tick_s * 1e9
-        gpus = {t.name: float(t.resources.get("GPU", 0.0)) for t in self.r.types}
-        booting = 0.0
-        for rec in self.r.store:
-            alloc = rec.times_ns(S.ALLOCATED)
-            if not alloc or not gpus[rec.instance_type]:
-                continue
-            joined = rec.entered_ns(S.RAY_RUNNING)
-            stop = rec.times_ns(S.TERMINATED)
-            upto = min(x for x in (joined, min(stop) if stop else None, end) if x is not None)
-            booting += gpus[rec.instance_type] * max(0.0, upto - min(alloc)) / 3.6e12
-        out = {"booting": booting, **self.acc}
-        out["rest"] = gpu_hours - sum(out.values())
-        return out
+def gpu_split(parts: dict) -> dict:
+    """The GPU-hour parts of ``Excess.split`` as this bench prints them: booting, used
+    and free while arriving, used and free in the tail, rest."""
+    out = {"booting": parts["booting"]}
+    for when in ("while arriving", "in the tail"):
+        out["used " + when] = parts["used " + when]
+        out["free " + when] = parts["up " + when] - parts["used " + when]
+    out["rest"] = parts["rest"]
+    return out
 
 
 def main(argv=None) -> int:

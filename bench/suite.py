@@ -15,10 +15,13 @@ defaults; the seed drives the simulated cloud and the gang overlay). The workloa
   on the openb worker groups (27 types, illustrative prices), in the window ``vecsched
   replay`` uses (``DEFAULT_WINDOW``: the last 2,000 pods, arrivals 200x denser,
   durations as recorded), plain and with the seeded gang overlay ``--gangs 0.2``;
-- ``services``: the seeded synthetic inference-services workload (``synth_services.py``:
-  748 long-lived replicas, per-node caps per app, a custom resource, three worker
-  groups), all of it in real time. Its replicas are nearly all capped, and capped units
-  never join the overlay's placement groups, so it is replayed plain only.
+- the services family (``synth_services.py``; names start with ``services``, and the
+  services targets apply to them): ``services`` (748 long-lived replicas, per-node caps
+  per app, a custom resource, three worker groups) and ``services_mixgpu`` (a small
+  1-GPU group against an 8-GPU group and a CPU group), each one hour in real time, and
+  ``services_daily`` (two days of demand with a daily cycle, half at night), 12x
+  compressed. Their replicas are mostly capped, and capped units never join the
+  overlay's placement groups, so they are replayed plain only.
 
 - when the cloud says no (docs/capacity.md): ``stockout-*`` (each openb-family mix with
   the efficient mode's two most-launched worker groups capped at ``STOCKOUT_CAP`` live
@@ -50,13 +53,18 @@ from typing import Optional
 
 from vecsched.adapters.replay import (DEFAULT_WINDOW, GangOverlay, Replay, ReplayConfig,
                                       Window, load, make)
+from vecsched.adapters.replay.bounds import common_bounds
+from vecsched.adapters.replay.excess import Excess, excess_parts
 
 CELL_KEYS = ("workload", "gangs", "seed", "scheduler", "gpu_hours", "node_hours", "cost",
              "pending_p50_s", "pending_p95_s", "launches", "cancelled_before_join",
              "restarts", "tick_p50_ms", "tick_max_ms",
              # when the cloud says no (docs/capacity.md)
              "placed", "never_placed", "stockouts", "launch_failures", "interruptions",
-             "lost_gpu_hours", "peak_gpu", "limit_gpu", "limit_blocked_ticks")
+             "lost_gpu_hours", "peak_gpu", "limit_gpu", "limit_blocked_ticks",
+             # the trace's lower bounds (adapters/replay/bounds.py) and honest churn
+             "cost_lower_bound", "gpu_hours_lower_bound", "cancelled_after_request",
+             "cancelled_queued", "split")
 SCHEDULERS = ("engine", "baseline", "efficient", "efficient-proxy")
 SEEDS = (0, 1, 2, 3)
 GANG_SHARE = 0.2
@@ -93,6 +101,9 @@ class Workload:
 
 
 SERVICES_WINDOW = Window(start=0, pods=None, arrival_scale=1.0)
+# two days of services_daily in four hours: arrivals and durations 12x shorter (boots,
+# the idle timeout and the ticks are not compressed)
+DAILY_WINDOW = Window(start=0, pods=None, compress=12.0, arrival_scale=1.0)
 # The efficient mode's two most-launched worker groups on each openb-family mix (the
 # default window, seed 0, plain; measured on this branch before any cap: openb and
 # cpu250 41-43 g3 and 35-36 g2 launches; gpushare100 43 g3, 25 p100-64c; gpuspec33 65
@@ -118,6 +129,8 @@ WORKLOADS = (
     Workload("gpushare100", "openb_gpushare100", DEFAULT_WINDOW),
     Workload("gpuspec33", "openb_gpuspec33", DEFAULT_WINDOW),
     Workload("services", "services", SERVICES_WINDOW, gangs=(0.0,)),
+    Workload("services_mixgpu", "services_mixgpu", SERVICES_WINDOW, gangs=(0.0,)),
+    Workload("services_daily", "services_daily", DAILY_WINDOW, gangs=(0.0,)),
 )
 # When the cloud says no (docs/capacity.md): run with --workloads NAME,... or --cloud.
 CLOUD_WORKLOADS = tuple(
@@ -136,11 +149,17 @@ ALL_WORKLOADS = WORKLOADS + CLOUD_WORKLOADS
 
 # The efficient mode's targets, per cell (``check``; docs/suite.md says why each).
 TARGETS = ("cost <= min(Ray, FFD)", "GPU-h <= min(Ray, FFD)", "node-h <= Ray",
-           "p95 <= 1.05 x Ray", "p50 <= 1.10 x Ray", "cancelled <= 5 % of launches")
+           "p95 <= 1.05 x Ray", "p50 <= 1.10 x Ray", "cancelled <= 5 % of launches",
+           # against the trace's lower bound, and churn counted after the cloud was asked
+           "excess over bound <= 0.75 x FFD's", "cancelled after request <= 2 %",
+           "services: cost <= 0.97 x min(Ray, FFD)", "services: GPU-h <= Ray")
+SERVICES = "services"      # the services family: workloads whose names start with it
 
 
-def cell(metrics: dict, workload: str, gangs: float, seed: int, scheduler: str) -> dict:
-    """One suite cell from a replay's metrics (``CELL_KEYS``, in that order)."""
+def cell(metrics: dict, workload: str, gangs: float, seed: int, scheduler: str,
+         split: dict = None) -> dict:
+    """One suite cell from a replay's metrics (``CELL_KEYS``, in that order);
+    ``split``: ``Excess.split``'s parts."""
     out = {"workload": workload, "gangs": gangs, "seed": seed, "scheduler": scheduler,
            "gpu_hours": metrics["gpu_hours"], "node_hours": metrics["node_hours"],
            "cost": metrics["cost"], "pending_p50_s": metrics["pending_p50_s"],
@@ -156,7 +175,12 @@ def cell(metrics: dict, workload: str, gangs: float, seed: int, scheduler: str) 
            "lost_gpu_hours": metrics["lost_gpu_hours"],
            "peak_gpu": metrics["peak_asked"].get("GPU", 0.0),
            "limit_gpu": (metrics.get("limits") or {}).get("GPU"),
-           "limit_blocked_ticks": metrics["limit_blocked_ticks"]}
+           "limit_blocked_ticks": metrics["limit_blocked_ticks"],
+           "cost_lower_bound": metrics["cost_lower_bound"],
+           "gpu_hours_lower_bound": metrics["gpu_hours_lower_bound"],
+           "cancelled_after_request": metrics["cancelled_after_request"],
+           "cancelled_queued": metrics["cancelled_queued"],
+           "split": split}
     assert tuple(out) == CELL_KEYS
     return out
 
@@ -172,12 +196,14 @@ def run_cells(workloads, seeds, schedulers, *, on_cell=None, window=None):
             for seed in seeds:
                 trace = load(w.trace, w.groups(), window or w.window,
                              GangOverlay(gangs, seed=seed))
+                group = []
                 for name in schedulers:
                     t0 = time.perf_counter()
                     config = ReplayConfig(seed=seed, **dict(w.config),
                                           **_limit(w, trace, seed, name, cells))
-                    m = Replay(trace, make(name), config).run().metrics
-                    c = cell(m, w.name, gangs, seed, name)
+                    c = _one_cell(trace, w.name, gangs, seed, name, config)
+                    group.append(c)
+                    common_bounds(group)      # the least of the runs' bounds: valid for all
                     cells.append(c)
                     if on_cell is not None:
                         on_cell(c, time.perf_counter() - t0)
@@ -204,6 +230,16 @@ def _base_name(trace: str) -> str:
     return next(n for n, t in _MIXES if t == trace)
 
 
+def _one_cell(trace, workload: str, gangs: float, seed: int, name: str,
+              config: ReplayConfig) -> dict:
+    """One replay of a loaded window: its cell, with the run's lower bounds
+    (``bounds.replay_bounds``: valid for this run) and where its cost goes."""
+    replay = Replay(trace, make(name), config)
+    excess = Excess(replay)
+    m = replay.run(excess).metrics
+    return cell(m, workload, gangs, seed, name, excess.split(m))
+
+
 # ---- targets and the table -----------------------------------------------------------------
 
 def _group(cells) -> dict:
@@ -218,12 +254,21 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
+def excess(c: dict):
+    """cost / the trace's lower bound - 1 (None without a bound)."""
+    b = c.get("cost_lower_bound")
+    return c["cost"] / b - 1 if b and c["cost"] is not None else None
+
+
 def check(eff: dict, ray: dict, ffd: dict) -> dict:
     """The per-cell targets for an efficient cell against Ray's and FFD's: target
-    -> met (None when a figure is missing, e.g. no prices)."""
+    -> met (None when a figure is missing, e.g. no prices, or the target is not the
+    workload's: the services targets)."""
     best = (lambda k: min(ray[k], ffd[k]) if ray[k] is not None and ffd[k] is not None
             else None)
     launches = max(eff["launches"], 1)
+    services = str(eff.get("workload", "")).startswith(SERVICES)
+    e, f = excess(eff), excess(ffd)
     return {
         TARGETS[0]: None if best("cost") is None else eff["cost"] <= best("cost"),
         TARGETS[1]: eff["gpu_hours"] <= best("gpu_hours"),
@@ -231,6 +276,11 @@ def check(eff: dict, ray: dict, ffd: dict) -> dict:
         TARGETS[3]: eff["pending_p95_s"] <= 1.05 * ray["pending_p95_s"],
         TARGETS[4]: eff["pending_p50_s"] <= 1.10 * ray["pending_p50_s"],
         TARGETS[5]: eff["cancelled_before_join"] <= 0.05 * launches,
+        TARGETS[6]: None if e is None or f is None else e <= 0.75 * f,
+        TARGETS[7]: eff.get("cancelled_after_request", 0) <= 0.02 * launches,
+        TARGETS[8]: (None if not services or best("cost") is None
+                     else eff["cost"] <= 0.97 * best("cost")),
+        TARGETS[9]: None if not services else eff["gpu_hours"] <= ray["gpu_hours"],
     }
 
 
@@ -242,8 +292,9 @@ def table(cells) -> str:
     """The suite's markdown table: every cell's figures, ratios to Ray's (engine) and to
     the better of Ray and FFD for the efficient modes, and the targets missed."""
     head = ("| workload | gangs | seed | scheduler | GPU-h | node-h | cost | p50 s | p95 s | "
-            "launches | cancelled | restarts | tick p50 / max ms | cost / best | GPU-h / "
-            "best | node-h / Ray | p50 / Ray | p95 / Ray | targets missed |")
+            "launches | cancelled queued / after request | restarts | tick p50 / max ms | "
+            "cost / bound | cost / best | GPU-h / best | node-h / Ray | p50 / Ray | p95 / Ray "
+            "| targets missed |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for (w, g, s), row in _group(cells).items():
         ray, ffd = row.get("engine"), row.get("baseline")
@@ -261,31 +312,74 @@ def table(cells) -> str:
                           _fmt(_ratio(c["pending_p95_s"], ray["pending_p95_s"]), ".2f")]
                 missed = ", ".join(t for t, ok in check(c, ray, ffd).items() if ok is False)
                 missed = missed or "none"
+            if c["cost_lower_bound"] is not None and c["cost"] is not None \
+                    and c["cost_lower_bound"] > c["cost"]:
+                missed = "BOUND ABOVE COST " + missed
             lines.append(
                 f"| {w} | {g:g} | {s} | {name} | {c['gpu_hours']:.1f} | {c['node_hours']:.1f} "
                 f"| {_fmt(c['cost'])} | {c['pending_p50_s']:.0f} | {c['pending_p95_s']:.0f} | "
-                f"{c['launches']} | {c['cancelled_before_join']} | {c['restarts']} | "
-                f"{c['tick_p50_ms']:.1f} / {c['tick_max_ms']:.0f} | " + " | ".join(ratios)
-                + f" | {missed} |")
+                f"{c['launches']} | {c['cancelled_queued']} / {c['cancelled_after_request']} | "
+                f"{c['restarts']} | {c['tick_p50_ms']:.1f} / {c['tick_max_ms']:.0f} | "
+                f"{_fmt(_ratio(c['cost'], c['cost_lower_bound']), '.3f')} | "
+                + " | ".join(ratios) + f" | {missed} |")
+    return "\n".join(lines)
+
+
+def _pct0(x: float) -> str:
+    """A share as a whole percentage, never "-0"."""
+    s = f"{100 * x:.0f}"
+    return "0" if s == "-0" else s
+
+
+def bound_table(cells) -> str:
+    """Per window: the trace's lower bounds, each scheduler's cost as a multiple of the
+    cost bound, and where its excess goes (``excess.excess_parts``, as % of the bound:
+    booting / up while arriving beyond the bound / up in the tail beyond it / rest)."""
+    groups = _group(cells)
+    names = [n for n in SCHEDULERS if any(n in r for r in groups.values())]
+    head = ("| workload | gangs | seed | cost bound | GPU-h bound | " + " | ".join(
+        f"{n}: cost / bound (boot / arriving / tail / rest %)" for n in names)
+        + " | efficient excess / FFD's |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for (w, g, s), row in groups.items():
+        any_c = next(iter(row.values()))
+        cols = []
+        for n in names:
+            c = row.get(n)
+            parts = excess_parts((c.get("split") or {}).get("cost"), c["cost"],
+                                 c["cost_lower_bound"]) if c else {}
+            pct = {k: _pct0(v) for k, v in parts.items()}
+            cols.append("-" if not parts else
+                        f"{1 + parts['excess']:.3f} ({pct['booting']} / "
+                        f"{pct['while arriving']} / {pct['in the tail']} / {pct['rest']})")
+        e = excess(row["efficient"]) if "efficient" in row else None
+        f = excess(row["baseline"]) if "baseline" in row else None
+        lines.append(f"| {w} | {g:g} | {s} | {_fmt(any_c['cost_lower_bound'])} | "
+                     f"{any_c['gpu_hours_lower_bound']:.1f} | " + " | ".join(cols)
+                     + f" | {_fmt(_ratio(e, f), '.2f')} |")
     return "\n".join(lines)
 
 
 def averages(cells, scheduler: str = "efficient") -> dict:
     """Over the suite's cells: the mean of ``scheduler``'s cost / the better of Ray's and
     FFD's (the suite-wide target: <= 0.90), and the cells meeting every target."""
-    ratios, met, n = [], 0, 0
+    ratios, met, n, over = [], 0, 0, []
     for row in _group(cells).values():
         ray, ffd, c = row.get("engine"), row.get("baseline"), row.get(scheduler)
         if not (ray and ffd and c):
             continue
         n += 1
+        e, f = excess(c), excess(ffd)
+        if e is not None and f:
+            over.append(e / f)
         met += all(ok is not False for ok in check(c, ray, ffd).values())
         best = min(x for x in (ray["cost"], ffd["cost"]) if x is not None) \
             if ray["cost"] is not None else None
         if best and c["cost"] is not None:
             ratios.append(c["cost"] / best)
     return {"cells": n, "cells_meeting_every_target": met,
-            "mean_cost_over_best": sum(ratios) / len(ratios) if ratios else None}
+            "mean_cost_over_best": sum(ratios) / len(ratios) if ratios else None,
+            "excess_over_ffd_excess_max": max(over) if over else None}
 
 
 # ---- when the cloud says no: the targets (docs/capacity.md) ----------------------------------
@@ -346,42 +440,12 @@ def cloud_table(cells) -> str:
     return "\n".join(lines + ["", f"cloud targets met: {met} of {len(rows)}"])
 
 
-# ---- the plot ------------------------------------------------------------------------------
-
-def plot(cells, path: str) -> None:
-    """Per workload (and gang share), each scheduler's cost, GPU-hours and pending p50 /
-    p95 as ratios to Ray's, means over the seeds: bars, a line at 1."""
-    import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    groups = _group(cells)
-    keys = sorted({(w, g) for w, g, _ in groups}, key=lambda k: (k[0], k[1]))
-    names = [n for n in SCHEDULERS if any(n in r for r in groups.values())]
-    figures = (("cost", "cost"), ("gpu_hours", "GPU-hours"), ("pending_p50_s", "pending p50"),
-               ("pending_p95_s", "pending p95"))
-    fig = Figure(figsize=(11, 8), dpi=100)
-    FigureCanvasAgg(fig)
-    x = np.arange(len(keys))
-    width = 0.8 / max(len(names), 1)
-    for i, (key, label) in enumerate(figures):
-        ax = fig.add_subplot(2, 2, i + 1)
-        for j, name in enumerate(names):
-            vals = []
-            for w, g in keys:
-                rs = [_ratio(r[name][key], r["engine"][key]) for (w2, g2, _), r in groups.items()
-                      if (w2, g2) == (w, g) and name in r and "engine" in r]
-                rs = [v for v in rs if v is not None]
-                vals.append(sum(rs) / len(rs) if rs else np.nan)
-            ax.bar(x + (j - (len(names) - 1) / 2) * width, vals, width, label=name)
-        ax.axhline(1.0, color="black", lw=0.8)
-        ax.set_xticks(x, [f"{w}{' g' + format(g, 'g') if g else ''}" for w, g in keys],
-                      rotation=30, ha="right", fontsize=8)
-        ax.set_title(f"{label} / Ray's (mean over seeds)", fontsize=10)
-        ax.grid(axis="y", alpha=0.3)
-        if i == 0:
-            ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
+def bound_violations(cells) -> list:
+    """Cells whose lower bound is above their cost or GPU-hours (a bug if any)."""
+    return [c for c in cells
+            if (c["cost_lower_bound"] is not None and c["cost"] is not None
+                and c["cost_lower_bound"] > c["cost"])
+            or c["gpu_hours_lower_bound"] > c["gpu_hours"] + 1e-9]
 
 
 # ---- the command ---------------------------------------------------------------------------
@@ -412,7 +476,12 @@ def main(argv=None) -> int:
                     help=f"comma-separated (default {','.join(SCHEDULERS)})")
     ap.add_argument("--out", default="suite-out",
                     help="directory for suite.json, suite.md and suite.png (default suite-out)")
+    ap.add_argument("--cells", default=None,
+                    help="comma-separated suite.json files of earlier runs: merge their cells "
+                         "and write the table, plot and suite.json again (no replay)")
     args = ap.parse_args(argv)
+    if args.cells:
+        return merge([p for p in args.cells.split(",") if p], args.out)
     by_name = {w.name: w for w in ALL_WORKLOADS}
     # --cloud: the cloud workloads and the plain mixes they are compared with (the spot
     # target compares with the plain mix, limit70 takes its limit from its peak)
@@ -445,27 +514,67 @@ def main(argv=None) -> int:
               f"seed {c['seed']} {c['scheduler']}: {seconds:.1f} s", file=sys.stderr,
               flush=True)
     run_cells(workloads, seeds, schedulers, on_cell=on_cell)
+    meta["wall_s"] = time.perf_counter() - t_start
+    write_outputs(cells, meta, args.out)
+    return 0
+
+
+def merge(paths, out: str) -> int:
+    """``--cells``: the cells of earlier runs (e.g. Ray and FFD in one run, the efficient
+    modes in another) as one suite: the bound of each window the least over all its
+    runs', the table, the plot and suite.json written again into ``out``."""
+    cells, meta = [], {"merged_from": list(paths), "wall_s": 0.0}
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        cells += doc["cells"]
+        meta["wall_s"] += float(doc["meta"].get("wall_s", 0.0))
+        for k in ("seeds", "schedulers", "workloads"):
+            v = doc["meta"].get(k)
+            if isinstance(v, list):
+                meta[k] = list(dict.fromkeys(meta.get(k, []) + v))
+            elif isinstance(v, dict):
+                meta[k] = {**meta.get(k, {}), **v}
+    order = {n: i for i, n in enumerate(SCHEDULERS)}
+    names = [w.name for w in ALL_WORKLOADS]
+    cells.sort(key=lambda c: (names.index(c["workload"]) if c["workload"] in names else 99,
+                              c["gangs"], c["seed"], order.get(c["scheduler"], 99)))
+    for group in _group(cells).values():
+        common_bounds(list(group.values()))
+    os.makedirs(out, exist_ok=True)
+    write_outputs(cells, meta, out)
+    return 0
+
+
+def write_outputs(cells, meta: dict, out: str) -> None:
+    """suite.json (the cells, meta with the averages), suite.md (the tables and the
+    averages, also printed) and suite.png in ``out``."""
+    schedulers = list(dict.fromkeys(c["scheduler"] for c in cells))
     avg = {name: averages(cells, name) for name in schedulers
            if name not in ("engine", "baseline")}
     meta["averages"] = avg
-    meta["wall_s"] = time.perf_counter() - t_start
+    meta["bound_violations"] = len(bound_violations(cells))
+    out_json = os.path.join(out, "suite.json")
     with open(out_json, "w") as f:
         json.dump({"cells": cells, "meta": meta}, f, indent=1)
-    text = table(cells)
-    lines = [text, ""] + [
+    lines = [table(cells), "", bound_table(cells), ""] + [
         f"{name}: {a['cells_meeting_every_target']} of {a['cells']} cells meet every target; "
         f"mean cost / best of Ray and FFD {_fmt(a['mean_cost_over_best'], '.3f')} "
-        f"(target <= 0.90)" for name, a in avg.items()]
+        f"(target <= 0.90); efficient excess over the bound at most "
+        f"{_fmt(a['excess_over_ffd_excess_max'], '.2f')} x FFD's (target <= 0.75)"
+        for name, a in avg.items()]
+    lines.append(f"cells with the bound above the cost or GPU-hours: "
+                 f"{meta['bound_violations']} (must be 0)")
     cloud = cloud_table(cells)
     if cloud:
         lines += ["", cloud]
     lines.append(f"wall time {meta['wall_s']:.0f} s")
     print("\n".join(lines))
-    with open(os.path.join(args.out, "suite.md"), "w") as f:
+    with open(os.path.join(out, "suite.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
-    plot(cells, os.path.join(args.out, "suite.png"))
-    print(f"wrote {out_json}, suite.md, suite.png in {args.out}")
-    return 0
+    from bench.suite_plot import plot
+    plot(cells, os.path.join(out, "suite.png"), _group, _ratio, SCHEDULERS)
+    print(f"wrote {out_json}, suite.md, suite.png in {out}")
 
 
 if __name__ == "__main__":

@@ -279,7 +279,9 @@ def summary(trace, config, results, *, compile_s: float, wall_s: float,
     """What ``summary.json`` holds: the trace and its scaling, the config, one metrics
     dict per scheduler (``schedulers.<name>``, same keys for every scheduler), the Ray
     check, and any ``extra`` top-level keys."""
+    from vecsched.adapters.replay.bounds import common_bounds
     from vecsched.adapters.replay.metrics import DEFINITIONS
+    common_bounds([r.metrics for r in results])   # the least of the runs': valid for all
     out = {"trace": trace.name, "scaling": trace.scaling, "load": trace.load_info,
            "warnings": trace.warnings,
            "placement_groups": trace.gangs.describe(), "caps": trace.caps,

@@ -28,7 +28,17 @@ Definitions (all times simulated, except the scheduler's and the replay's wall t
   ``CANCELLED_BEFORE_JOIN``, whatever cause the scheduler gave (the efficient mode's
   ``cancel_pending`` says IDLE). **cancelled before join** counts them, by stage:
   *queued* (never requested from the cloud: free) and *booting* (allocated: billed
-  from ALLOCATED to TERMINATED for nothing).
+  from ALLOCATED to TERMINATED for nothing). **cancelled after request** is the booting
+  count (cloud churn: the cloud was asked); **cancelled queued** the queued one
+  (re-planning of launches that never left QUEUED: not cloud churn).
+- **lower bounds** (``bounds.py``): ``cost_lower_bound`` / ``gpu_hours_lower_bound``,
+  the least any schedule could pay for the trace's work with this run's start delays:
+  the covering LP of the work alive at each tick (the cheapest fractional mix of worker
+  groups holding it, every resource column, per-node packing relaxed) priced by its
+  duals, each unit at its worst start within its own delay; provably below this run's
+  cost. ``lower_bound`` adds the LP integrated over the trace's alive sets (every unit
+  starting on arrival) and the run's longest start delay. ``vecsched replay`` and the
+  suite report, per trace window, the least of their runs' bounds (valid for all).
 - **requeued**: units that lost their node while running (preempted, or stopped by a
   termination that was not idle: ``efficient-consolidate``'s CONSOLIDATE) and went back
   to pending to restart; **lost CPU-hours / GPU-hours**: the CPU- and GPU-hours they
@@ -78,12 +88,16 @@ DEFINITIONS = (
     "requeued: units whose node went away while they ran, restarted from scratch; lost "
     "CPU-h / GPU-h: what they had run",
     "cancelled before join (queued / booting): the scheduler's terminations of instances "
-    "whose ray node never joined, counted under the cause CANCELLED_BEFORE_JOIN (not IDLE)",
+    "whose ray node never joined, counted under the cause CANCELLED_BEFORE_JOIN (not IDLE); "
+    "cancelled after request = booting (the cloud was asked), cancelled queued = queued",
     "stockouts / launch failures / interruptions: the simulated cloud's refusals (a launch "
     "over a group's capacity, a failed launch call, a spot instance taken back); peak "
     "asked: per resource (and cost_per_hour) the peak total of every instance from QUEUED "
     "to running; limit blocked ticks: ticks on which a --limit held demand back "
     "(docs/capacity.md)",
+    "cost / GPU-hours lower bound: the trace's covering LP per tick (cheapest fractional "
+    "mix of worker groups holding the work then), priced by its duals at the runs' start "
+    "delays: no schedule with those delays pays less (adapters/replay/bounds.py)",
     "restarts = requeued; drained: consolidation drains ended (deadline hit: with work "
     "still running); disrupted max: most nodes stopping at once for a non-idle cause; "
     "relaunch: consolidations followed within 10 min by a launch of the same type",
@@ -235,6 +249,7 @@ def summarize(trace, config, world, metrics: Metrics, *, check, warm, last, gang
     decision ``last`` and the placement groups' names ``gang_name``
     (``pending_demand.demand_summary``)."""
     from .accounting import count_instances
+    from .bounds import replay_bounds
     from .pending_demand import demand_summary
     m = metrics
     c = world.cluster
@@ -280,6 +295,11 @@ def summarize(trace, config, world, metrics: Metrics, *, check, warm, last, gang
         "terminations_by_cause": dict(sorted(m.terminations.items())),
         "cancelled_before_join": sum(m.cancelled.values()),
         "cancelled_before_join_by_stage": {k: m.cancelled[k] for k in ("queued", "booting")},
+        # churn counted honestly: the cloud was asked (booting) / re-planning (queued)
+        "cancelled_after_request": m.cancelled["booting"],
+        "cancelled_queued": m.cancelled["queued"],
+        # the trace's lower bounds, valid for this run (bounds.py)
+        **replay_bounds(trace, config, c, end_s),
         "launch_limits": limits,
         "ticks": len(m.t),
         "rejected_ticks": m.rejected_ticks,

@@ -37,6 +37,14 @@ def _cost(m) -> str:
     return f"{m['cost']:,.1f}{more}"
 
 
+def _over(m, key: str) -> str:
+    """The metric as a multiple of this run's lower bound (bounds.py), and the bound."""
+    b = m.get(f"{key}_lower_bound")
+    if m.get(key) is None or not b:
+        return "-"
+    return f"{m[key] / b:.3f} x {b:,.1f}"
+
+
 def _held(m) -> str:
     L = m["launch_limits"]
     return (f"{L['held_ticks_max_concurrent_launches']} / {L['held_ticks_upscaling_speed']} "
@@ -69,6 +77,7 @@ def summary_table(results):
                    f"{m['pending_p99_s']:.0f}"),
         ("node-hours", lambda m: f"{m['node_hours']:.1f}"),
         ("GPU-hours", lambda m: f"{m['gpu_hours']:.1f}"),
+        ("GPU-hours / the trace's lower bound", lambda m: _over(m, "gpu_hours")),
         ("utilisation CPU / GPU", lambda m: f"{m['util_cpu']:.1%} / {m['util_gpu']:.1%}"),
         ("instances decided (queued)", inst("decided")),
         ("instances requested from the cloud", inst("requested")),
@@ -93,6 +102,7 @@ def summary_table(results):
     ]
     if any(r.metrics["cost"] is not None for r in results):
         rows.insert(8, ("cost (price x node-hours)", _cost))
+        rows.insert(9, ("cost / the trace's lower bound", lambda m: _over(m, "cost")))
     if any(r.metrics["placement_groups"] for r in results):
         rows.insert(4, ("placement groups (infeasible at the end)",
                         lambda m: f"{m['placement_groups']} ({m['infeasible_placement_groups']})"))

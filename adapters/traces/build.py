@@ -196,16 +196,30 @@ def convert_spot_nodes(raw: Path) -> tuple[pa.Table, dict]:
     return groups_table(keys)
 
 
+# the services family's files: demand spec -> (demand file, worker-group file or None
+# when it replays on another spec's groups)
+SERVICES_FILES = (
+    (synth_services.SERVICES, "services_pods.parquet", "services_nodes.parquet"),
+    (synth_services.MIXGPU, "services_mixgpu_pods.parquet", "services_mixgpu_nodes.parquet"),
+    (synth_services.DAILY, "services_daily_pods.parquet", None),
+)
+
+
 def write_services(out: Path) -> None:
-    """The seeded synthetic services workload (``synth_services.py``): demand and groups."""
-    meta = {"vecsched.source": "synthetic: vecsched.adapters.traces.synth_services",
-            "vecsched.seed": str(synth_services.SEED)}
-    table = parquet.write_demand(synth_services.demand(synth_services.SEED),
-                                 out / "services_pods.parquet", metadata=meta)
-    print(f"services_pods.parquet: {{'rows': {table.num_rows}}}")
-    parquet.write_worker_groups(synth_services.worker_groups(), out / "services_nodes.parquet",
-                                metadata={**meta, "vecsched.price_source": prices.SOURCE})
-    print(f"services_nodes.parquet: {{'types': {len(synth_services.GROUPS)}}}")
+    """The seeded synthetic services workloads (``synth_services.py``): demand and
+    groups of each of the family."""
+    for spec, pods, nodes in SERVICES_FILES:
+        meta = {"vecsched.source": "synthetic: vecsched.adapters.traces.synth_services",
+                "vecsched.seed": str(synth_services.SEED)}
+        if spec is not synth_services.SERVICES:      # the first file's metadata as it was
+            meta["vecsched.spec"] = spec.name
+        table = parquet.write_demand(synth_services.demand(synth_services.SEED, spec),
+                                     out / pods, metadata=meta)
+        print(f"{pods}: {{'rows': {table.num_rows}}}")
+        if nodes:
+            parquet.write_worker_groups(synth_services.worker_groups(spec), out / nodes,
+                                        metadata={**meta, "vecsched.price_source": prices.SOURCE})
+            print(f"{nodes}: {{'types': {len(spec.groups)}}}")
 
 
 def main(argv=None) -> int:

@@ -30,6 +30,9 @@ BUNDLED = {
     "openb_gpushare100": "openb_gpushare100_pods.parquet",
     "services": "services_pods.parquet",
     "services_nodes": "services_nodes.parquet",
+    "services_mixgpu": "services_mixgpu_pods.parquet",
+    "services_mixgpu_nodes": "services_mixgpu_nodes.parquet",
+    "services_daily": "services_daily_pods.parquet",
     "openb_nodes": "openb_nodes.parquet",
     "pai2020_nodes": "pai2020_nodes.parquet",
     "spot2026_nodes": "spot2026_nodes.parquet",
@@ -40,6 +43,8 @@ TRACES = {                                      # trace name -> (demand, worker 
     "openb_cpu250": ("openb_cpu250", "openb_nodes"),
     "openb_gpushare100": ("openb_gpushare100", "openb_nodes"),
     "services": ("services", "services_nodes"),   # synthetic (synth_services.py)
+    "services_mixgpu": ("services_mixgpu", "services_mixgpu_nodes"),     # the same
+    "services_daily": ("services_daily", "services_nodes"),              # the same
 }
 DEFAULT_TRACE = "openb"
 WORKER_GROUP_SETS = ("openb_nodes", "pai2020_nodes", "spot2026_nodes")

@@ -202,7 +202,7 @@ def on_new(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu: bool
     n, types, counts, units, left = _choose_launches(
         costs.type_free, st.type_room, int(st.global_room), allowed, left, qty,
         _anti_groups(p, rows), costs.size(qty), costs.price, costs.running_by_kind,
-        costs.type_gpu, costs.inv_ref, float(fill_credit))
+        costs.type_gpu, costs.fit_ref, float(fill_credit))
     for j in range(n):
         _launch_filled(st, source, int(types[j]), int(counts[j]), units[j], qty, rows, out)
     return left

@@ -229,6 +229,7 @@ def test_cli_rows_legend_and_summary(tmp_path, capsys):
     for row in ("instances decided (queued)", "instances requested from the cloud",
                 "instances allocated / launch failed", "instances running (ray node joined)",
                 "instances queued, never launched", "cost (price x node-hours)",
+                "cost / the trace's lower bound", "GPU-hours / the trace's lower bound",
                 "checked, baseline: requested", "prices: illustrative"):
         assert row in text, row
     assert "warning: baseline: max_concurrent_launches (1, --max-launches)" in text
@@ -236,6 +237,11 @@ def test_cli_rows_legend_and_summary(tmp_path, capsys):
     m = doc["schedulers"]["baseline"]
     assert m["cost"] > 0 and m["instances"]["requested"] == m["instances"]["allocated"]
     assert doc["definitions"] and "illustrative" in doc["price_source"]
+    # the trace's lower bounds and churn by stage (adapters/replay/bounds.py)
+    assert 0 < m["cost_lower_bound"] <= m["cost"]
+    assert 0 < m["gpu_hours_lower_bound"] <= m["gpu_hours"]
+    assert m["cost_lower_bound"] <= m["lower_bound"]["cost_trace_lp"] * (1 + 1e-9)
+    assert m["cancelled_after_request"] + m["cancelled_queued"] == m["cancelled_before_join"]
 
 
 def test_progress_lines_flushed_without_a_terminal():

@@ -292,3 +292,33 @@ def test_v2_caps_are_checked():
     with pytest.raises(T.TraceError, match="mixes apps"):
         T.validate_demand(T.coerce(rows, T.DEMAND_SCHEMA, "demand"))
     assert T.validate_demand(v2_table()).num_rows == 3
+
+
+# ---- the synthetic services family -------------------------------------------------------
+def test_services_family_is_its_generator_seeded():
+    """The bundled services files are exactly what ``synth_services`` generates (seed 0),
+    each workload is what its spec says (groups, GPUs per replica, the daily cycle)."""
+    import numpy as np
+    from vecsched.adapters.traces import build, synth_services as S
+    for spec, pods, nodes in build.SERVICES_FILES:
+        assert S.demand(S.SEED, spec).equals(T.read_demand(T.DATA_DIR / pods)), pods
+        if nodes:
+            assert S.worker_groups(spec).equals(T.read_worker_groups(T.DATA_DIR / nodes)), nodes
+        assert S.demand(1, spec).num_rows != S.demand(S.SEED, spec).num_rows or \
+            not S.demand(1, spec).equals(S.demand(S.SEED, spec))
+    mix = T.read_demand(T.bundled("services_mixgpu"))
+    gpus = np.array(mix.column("gpu").to_pylist())
+    assert set(gpus[gpus > 0]) == {1.0, 2.0}
+    groups = T.read_worker_groups(T.bundled("services_mixgpu_nodes")).to_pylist()
+    assert sorted(g["gpu"] for g in groups) == [0.0, 1.0, 8.0]
+    assert len({g["gpu_model"] for g in groups if g["gpu"]}) == 1     # they compete
+    daily = T.read_demand(T.bundled("services_daily"))
+    arr = np.array(daily.column("arrival_s").to_pylist(), dtype=float)
+    end = arr + np.array(daily.column("duration_s").to_pylist())
+
+    def alive(h):
+        return int(((arr <= h * 3600) & (end > h * 3600)).sum())
+    for night, afternoon in ((3, 15), (27, 39)):      # 03:00 against 15:00, each day
+        assert 0.4 <= alive(night) / alive(afternoon) <= 0.75, (night, afternoon)
+    with pytest.raises(ValueError, match="process"):
+        S.demand(0, S.Spec("services_x", process="weekly"))

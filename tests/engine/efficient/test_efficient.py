@@ -162,6 +162,34 @@ def test_fill_credit_trades_shape_fit_against_this_ticks_fill():
     assert efficient(p, prices=prices, fill_credit=0.0).launches() == {"small": 1}
 
 
+def test_a_per_node_cap_does_not_make_every_type_equally_small():
+    """Seven replicas of one app capped at one per node: the cap slot bounds how many of
+    *this* app a node holds, not its room for the mix, which other apps share. The
+    shape fit leaves the slot out, so the 8-GPU type that fits the mix cheaper per GPU
+    keeps its edge; with the slot in the fit both types held 1/7 of the mix and the
+    cheapest node won whatever its shape."""
+    from vecsched.engine.efficient.cost import Costs
+    from vecsched.engine.model.dtypes import IMPLICIT_PREFIX
+    big = {"CPU": 96.0, "memory": 384 * GIB, "GPU": 8.0}
+    small = {"CPU": 16.0, "memory": 64 * GIB, "GPU": 1.0}
+    types = [NodeTypeSpec("big", big, max_workers=10), NodeTypeSpec("small", small,
+                                                                  max_workers=10)]
+    replica = {"CPU": 8.0, "memory": 48 * GIB, "GPU": 1.0, f"{IMPLICIT_PREFIX}app": 1.0}
+    p = build_problem(types, [], [RequestSpec(replica, count=7)])
+    costs = Costs(p, EfficientOptions(prices={"big": 13.76, "small": 1.96}))
+    mix = np.tile(p.shape_qty[0] * 7, (2, 1))
+    ceq, rel = costs.fit(np.arange(2), mix)
+    # big holds 8/7 of the mix's GPUs and memory at 13.76, small 1/7 at 1.96
+    assert ceq[0] == pytest.approx(8 * ceq[1])
+    assert rel[0] == pytest.approx(1.0) and rel[1] == pytest.approx(13.76 / (8 * 1.96))
+    # full credit (the default): the room each big node leaves counts as used by later
+    # demand, as for any unit; judged by this tick's fill alone, the small nodes
+    prices = {"big": 13.76, "small": 1.96}
+    plan = efficient(p, prices=prices, reserve=False)
+    assert check_plan(p, plan) == [] and plan.launches() == {"big": 7}
+    assert efficient(p, prices=prices, reserve=False, fill_credit=0.0).launches() == {"small": 7}
+
+
 def _pending(t, status):
     return NodeSpec(t, status, Kind.WORKER)
 
