@@ -105,9 +105,10 @@ SERVICES_WINDOW = Window(start=0, pods=None, arrival_scale=1.0)
 # the idle timeout and the ticks are not compressed)
 DAILY_WINDOW = Window(start=0, pods=None, compress=12.0, arrival_scale=1.0)
 # The efficient mode's two most-launched worker groups on each openb-family mix (the
-# default window, seed 0, plain; measured on this branch before any cap: openb and
-# cpu250 41-43 g3 and 35-36 g2 launches; gpushare100 43 g3, 25 p100-64c; gpuspec33 65
-# t4-104c, 29 g2), capped at STOCKOUT_CAP live instances each, as in the table.
+# default window, seed 0, plain; measured before any cap: openb and cpu250 41-43 g3 and
+# 35-36 g2 launches; gpushare100 43 g3, 25 p100-64c; gpuspec33 65 t4-104c, 29 g2),
+# capped at STOCKOUT_CAP live instances each: the case that showed the efficient mode
+# asking for an out-of-stock group tick after tick.
 STOCKOUT_CAP = 10
 STOCKOUT_GROUPS = {"openb": ("g3-128c-768g-8gpu", "g2-96c-384g-8gpu"),
                    "openb_cpu250": ("g3-128c-768g-8gpu", "g2-96c-384g-8gpu"),
