@@ -41,6 +41,21 @@ def record_instance(rec):
     return AutoscalerInstance(im_instance=im, cloud_instance_id=rec.cloud_instance_id or None)
 
 
+def answers_to_wire(answers) -> list:
+    """The tick's answers as (Instance wire bytes, cloud instance id) pairs: picklable."""
+    return [(ai.im_instance.SerializeToString(), ai.cloud_instance_id) for ai in answers]
+
+
+def answers_from_wire(wire) -> list:
+    """``answers_to_wire`` undone."""
+    if not wire:
+        return []
+    from ray.autoscaler.v2.schema import AutoscalerInstance
+    from ray.core.generated.instance_manager_pb2 import Instance
+    return [AutoscalerInstance(im_instance=Instance.FromString(b), cloud_instance_id=cid)
+            for b, cid in wire]
+
+
 class CloudFeed:
     """See the module docstring. ``monitor``: Ray's availability maps, derived."""
 

@@ -68,6 +68,21 @@ class TickState:
     # the last tick, as Ray's reconciler sends them (cloud_answers.CloudFeed)
     answers: list = field(default_factory=list)
 
+    def __getstate__(self) -> dict:
+        # Ray's generated protobuf classes name a module that does not exist
+        # (src.ray.protobuf...), so the answers travel as their wire bytes (asv's
+        # setup_cache and process pools pickle recorded ticks).
+        from .cloud_answers import answers_to_wire
+        state = dict(self.__dict__)
+        state["answers"] = answers_to_wire(self.answers)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        from .cloud_answers import answers_from_wire
+        state = dict(state)
+        state["answers"] = answers_from_wire(state["answers"])
+        self.__dict__.update(state)
+
     @property
     def pending_units(self) -> int:
         """Units of pending demand: plain requests and placement-group bundles."""
