@@ -27,7 +27,7 @@ def test_capacity_and_limit_flags():
     for bad in ("g8", "=3", "g8=-1", "g8=x", "g8=10:3:2"):
         with pytest.raises(ValueError, match="--capacity"):
             parse_capacity(bad)
-    for bad in ("GPU", "GPU=-2", "GPU=nan", "=4"):
+    for bad in ("GPU", "GPU=-2", "GPU=nan", "=4", "g8/=4", "/GPU=4", "GPU=1e400"):
         with pytest.raises(ValueError, match="--limit"):
             parse_limit(bad)
     lim = limits_of([parse_limit("GPU=8"), parse_limit("g4/CPU=32"),
@@ -38,10 +38,27 @@ def test_capacity_and_limit_flags():
 
 
 def test_group_cloud_values_are_checked():
-    for bad in (dict(capacity=-1), dict(capacity=2.5), dict(launch_failure_rate=1.5),
-                dict(interruption_rate_per_h=-0.1), dict(schedule=((600.0, 1), (0.0, 2)))):
-        with pytest.raises(ValueError):
+    for bad, where in ((dict(capacity=-1), "capacity"), (dict(capacity=2.5), "capacity"),
+                       (dict(launch_failure_rate=1.5), "launch_failure_rate"),
+                       (dict(launch_failure_rate=float("nan")), "launch_failure_rate"),
+                       (dict(interruption_rate_per_h=-0.1), "interruption_rate_per_h"),
+                       (dict(interruption_rate_per_h=float("inf")), "interruption_rate_per_h"),
+                       (dict(schedule=((600.0, 1), (0.0, 2))), "times"),
+                       (dict(schedule=((float("nan"), 1),)), "times"),
+                       (dict(schedule=((0.0, -3),)), "each capacity"),
+                       (dict(schedule=((0.0, 2.5),)), "each capacity")):
+        with pytest.raises(ValueError, match=where):
             GroupCloud(**bad)
+
+
+@pytest.mark.parametrize("kw, where", [
+    (dict(limits=5), "limits must be a table"), (dict(limits=["GPU=4"]), "limits must be a table"),
+    (dict(capacity=5), "capacity must be a table"), (dict(capacity="g=3"), "capacity must be a table")])
+def test_replay_config_tables_are_checked(kw, where):
+    """A sweep's [sweep] limits = 5 reached ReplayConfig as an int: AttributeError."""
+    from vecsched.adapters.replay.config import ReplayConfig
+    with pytest.raises(ValueError, match=where):
+        ReplayConfig(**kw)
 
 
 def _world(groups):

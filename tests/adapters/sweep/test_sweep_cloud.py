@@ -59,6 +59,10 @@ def test_sweep_wide_limits_and_capacity_are_replay_options():
     doc["sweep"] = {"capacity": {"g3-128c-768g-8gpu": "600:1,0:2"}}
     with pytest.raises(GridError, match="times must ascend"):
         parse(doc, "g")
+    for key, value in (("limits", 128), ("limits", ["GPU=4"]), ("capacity", 3)):
+        doc["sweep"] = {key: value}                  # was an AttributeError
+        with pytest.raises(GridError, match=rf"\[sweep\].*{key} must be a table"):
+            parse(doc, "g")
 
 
 @pytest.mark.slow
