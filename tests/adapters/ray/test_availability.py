@@ -245,6 +245,21 @@ def test_limits_and_availability_from_the_environment(tmp_path):
         availability_from_env(raw='{"backoff": 0.5}')
 
 
+def test_settings_for_a_mode_that_ignores_them_are_refused():
+    """VECSCHED_AVAILABILITY options with VECSCHED_MODE=engine (ray-compat keeps no
+    memory) and VECSCHED_LIMITS with shadow (Ray's scheduler decides) were accepted and
+    changed nothing."""
+    with pytest.raises(InstallError, match="only VECSCHED_MODE=efficient keeps"):
+        availability_from_env(raw='{"ttl_s": 60}', mode="engine")
+    with pytest.raises(InstallError, match="only VECSCHED_MODE=efficient keeps"):
+        availability_from_env(raw='{"ttl_s": 60}', mode="shadow")
+    assert availability_from_env(raw="false", mode="engine") is False
+    assert availability_from_env(raw='{"ttl_s": 60}', mode="efficient").ttl_s == 60
+    with pytest.raises(InstallError, match="shadow"):
+        limits_from_env(raw='{"total": {"GPU": 8}}', mode="shadow")
+    assert limits_from_env(raw='{"total": {"GPU": 8}}', mode="engine").total == {"GPU": 8.0}
+
+
 def test_a_pod_pending_past_the_timeout_is_a_stockout_once():
     answers = CloudAnswers(pending_stockout_s=300.0)
     req = _request([("g8", Instance.ALLOCATED, 100.0, "")])
