@@ -77,7 +77,7 @@ def _start_params(params: dict) -> Optional[Problem]:
             v = params[key]
             try:
                 n = int(v)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):     # OverflowError: inf
                 return f"rayStartParams.{key}", v, "an integer is required (Ray reads it " \
                                                    "with int())"
             if n < 0:

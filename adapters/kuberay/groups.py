@@ -135,5 +135,8 @@ def _options(spec: dict) -> Tuple[object, List[dict]]:
 
 def group_names(cr: dict) -> List[Optional[str]]:
     """The ``groupName`` at each index of the real object (None where there is none)."""
-    groups = ((cr or {}).get("spec") or {}).get("workerGroupSpecs") or []
+    spec = cr.get("spec") if isinstance(cr, dict) else None
+    groups = spec.get("workerGroupSpecs") if isinstance(spec, dict) else None
+    if not isinstance(groups, list):          # a malformed object has no groups to name
+        return []
     return [g.get("groupName") if isinstance(g, dict) else None for g in groups]

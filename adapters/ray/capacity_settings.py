@@ -3,7 +3,7 @@
 The same route as the efficient mode's options (``efficient_settings.py``): a JSON
 object inline (the value starts with ``{``) or the path of a JSON file.
 
-* ``VECSCHED_LIMITS`` (any mode but ``ray``; docs/capacity.md)::
+* ``VECSCHED_LIMITS`` (``VECSCHED_MODE`` ``engine`` or ``efficient``; docs/capacity.md)::
 
       {"total": {"GPU": 128, "cost_per_hour": 400},
        "per_group": {"gpu-a100-8": {"GPU": 64}},
@@ -12,9 +12,9 @@ object inline (the value starts with ``{``) or the path of a JSON file.
   ``total``: caps over the whole cluster, ``per_group``: caps per worker group,
   resource name -> value (``cost_per_hour`` needs ``prices`` for every group it
   covers; without ``prices`` here, the efficient options' ``prices`` are used).
-* ``VECSCHED_AVAILABILITY`` (modes ``efficient`` and ``baseline``): the fields of
-  ``vecsched.engine.tick.AvailabilityOptions``, e.g. ``{"ttl_s": 300}``; ``false``
-  turns the memory off.
+* ``VECSCHED_AVAILABILITY`` (``VECSCHED_MODE=efficient``, the one installed mode that
+  keeps the memory): the fields of ``vecsched.engine.tick.AvailabilityOptions``, e.g.
+  ``{"ttl_s": 300}``; ``false`` turns the memory off (accepted in any mode).
 
 Every mistake is an :class:`InstallError` naming the variable and the field, raised
 before anything is installed.
@@ -27,7 +27,7 @@ from typing import Optional
 
 from vecsched.engine.model.problem import ProblemError
 
-from .checks import InstallError
+from .checks import ENV_MODE, InstallError
 from .efficient_settings import _parse
 
 ENV_LIMITS = "VECSCHED_LIMITS"
@@ -35,14 +35,20 @@ ENV_AVAILABILITY = "VECSCHED_AVAILABILITY"
 _LIMIT_KEYS = ("total", "per_group", "prices")
 
 
-def limits_from_env(prices: Optional[dict] = None, raw: Optional[str] = None):
+def limits_from_env(prices: Optional[dict] = None, raw: Optional[str] = None,
+                    mode: Optional[str] = None):
     """The ``Limits`` of ``VECSCHED_LIMITS`` (``raw`` overrides the environment), or
     None when unset. ``prices``: the efficient options' prices, used when the
-    variable gives none."""
+    variable gives none. ``mode``: the install mode; ``shadow`` takes no limits (Ray's
+    scheduler decides, and knows none)."""
     from vecsched.engine.tick import Limits
     raw = os.environ.get(ENV_LIMITS) if raw is None else raw
     if raw is None or not raw.strip():
         return None
+    if mode == "shadow":
+        raise InstallError(f"{ENV_LIMITS} is set but {ENV_MODE}='shadow': in shadow mode "
+                           "Ray's own scheduler decides, and it knows no limits; use "
+                           f"{ENV_MODE}=engine or efficient; nothing was installed")
     data = _parse(raw, ENV_LIMITS)
     for key, v in data.items():
         if key not in _LIMIT_KEYS:
@@ -59,15 +65,21 @@ def limits_from_env(prices: Optional[dict] = None, raw: Optional[str] = None):
         raise InstallError(f"{ENV_LIMITS}: {e}; nothing was installed") from None
 
 
-def availability_from_env(raw: Optional[str] = None):
+def availability_from_env(raw: Optional[str] = None, mode: Optional[str] = None):
     """``AvailabilityOptions`` from ``VECSCHED_AVAILABILITY``, ``False`` (off) or None
-    (unset: the defaults)."""
+    (unset: the defaults). ``mode``: the install mode; options for a mode that keeps no
+    memory (``engine``: ray-compat reads Ray's own availability scores; ``shadow``) are
+    an error, as they would change nothing."""
     from vecsched.engine.tick import AvailabilityOptions
     raw = os.environ.get(ENV_AVAILABILITY) if raw is None else raw
     if raw is None or not raw.strip():
         return None
     if raw.strip().lower() == "false":
         return False
+    if mode is not None and mode != "efficient":
+        raise InstallError(f"{ENV_AVAILABILITY} is set but {ENV_MODE}={mode!r}: only "
+                           f"{ENV_MODE}=efficient keeps an availability memory (ray-compat "
+                           "reads Ray's own availability scores); nothing was installed")
     data = _parse(raw, ENV_AVAILABILITY)
     known = [f.name for f in dataclasses.fields(AvailabilityOptions)]
     for key in data:

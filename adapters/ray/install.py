@@ -35,9 +35,10 @@ Environment (read in the autoscaler process; ``ray start`` passes its own enviro
   (nothing is installed: stock Ray).
 * ``VECSCHED_EFFICIENT_OPTIONS``: the efficient mode's options, a JSON object inline or
   the path of a JSON file (``efficient_settings.py``); only with ``VECSCHED_MODE=efficient``.
-* ``VECSCHED_LIMITS``: caps on resource totals and cost per hour, any mode; and
-  ``VECSCHED_AVAILABILITY``: the availability memory's options (efficient mode), both
-  JSON inline or in a file (``capacity_settings.py``, docs/capacity.md).
+* ``VECSCHED_LIMITS``: caps on resource totals and cost per hour, modes ``engine`` and
+  ``efficient``; and ``VECSCHED_AVAILABILITY``: the availability memory's options (only
+  with ``VECSCHED_MODE=efficient``; ``false`` is accepted in any mode), both JSON inline
+  or in a file (``capacity_settings.py``, docs/capacity.md).
 * ``VECSCHED_STATS_FILE``: where the stats JSON goes; default
   ``<logs-dir>/vecsched_stats.json`` under the monitor's ``--logs-dir``.
 * ``VECSCHED_METRICS_PORT``: also serve vecsched's Prometheus metrics on this port (``0``:
@@ -105,8 +106,9 @@ def install(mode: Optional[str] = None, stats_path: Optional[str] = None) -> Opt
     """
     mode = resolve_mode(mode)
     options = efficient_options(mode) if mode != "ray" else None
-    limits = limits_from_env(getattr(options, "prices", None)) if mode != "ray" else None
-    availability = availability_from_env() if mode != "ray" else None
+    limits = limits_from_env(getattr(options, "prices", None), mode=mode) \
+        if mode != "ray" else None
+    availability = availability_from_env(mode=mode) if mode != "ray" else None
     metrics_port = _metrics_port()
     if mode == "ray":
         logger.info("vecsched: %s=ray, nothing installed; Ray's own scheduler decides",

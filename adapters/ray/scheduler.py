@@ -59,8 +59,8 @@ class EngineScheduler(ResourceDemandScheduler):
             raise ValueError(f"mode: unknown scheduling mode {mode!r}; available: {MODES}")
         if options is not None and mode != "efficient":
             raise ValueError("options: only mode='efficient' takes options")
-        if limits is not None and not isinstance(limits, Limits):
-            raise ValueError(f"limits: expected vecsched.engine.tick.Limits, got {limits!r}")
+        _check_arguments(mode, options, limits, availability,
+                         dict(new_id=new_id, now_ns=now_ns, monotonic=monotonic))
         super().__init__(event_logger)
         self.engine_mode = mode     # ``mode`` is the installed subclass's engine / shadow
         self._options = options
@@ -181,6 +181,24 @@ class EngineScheduler(ResourceDemandScheduler):
         opts = self._stability.options_for(p, keys, self._options, now, self._now_ns())
         opts = self._drains.options_for(p, lambda i: _instance_key(decoded, i), opts)
         return self._quiet.options_for(p, keys, opts, now, restarted=self._drains.ended > 0)
+
+
+def _check_arguments(mode, options, limits, availability, clocks: dict) -> None:
+    """ValueError naming the argument of the constructor that is of the wrong kind (a
+    dict where options are expected would otherwise be ignored, or fail deep in a tick)."""
+    if limits is not None and not isinstance(limits, Limits):
+        raise ValueError(f"limits: expected vecsched.engine.tick.Limits, got {limits!r}")
+    if availability is not None and not isinstance(availability, (bool, AvailabilityOptions)):
+        raise ValueError(f"availability: expected vecsched.engine.tick.AvailabilityOptions, "
+                         f"True or False, got {availability!r}")
+    if options is not None:
+        from vecsched.engine.efficient import EfficientOptions
+        if not isinstance(options, EfficientOptions):
+            raise ValueError(f"options: expected vecsched.engine.efficient.EfficientOptions, "
+                             f"got {options!r}")
+    for name, fn in clocks.items():
+        if fn is not None and not callable(fn):
+            raise ValueError(f"{name}: expected a callable, got {fn!r}")
 
 
 def _spot_priced(opts, memory, p, now_s: float):

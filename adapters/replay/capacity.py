@@ -52,11 +52,18 @@ class GroupCloud:
         for name, hi in (("launch_failure_rate", 1.0), ("interruption_rate_per_h", math.inf)):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)
-                                  or not 0 <= v <= hi):
-                raise ValueError(f"{name} must be within [0, {hi:g}], got {v!r}")
+                                  or not math.isfinite(v) or not 0 <= v <= hi):
+                raise ValueError(f"{name} must be a finite number within [0, {hi:g}], "
+                                 f"got {v!r}")
         times = [t for t, _ in self.schedule]
-        if times != sorted(times) or any(t < 0 for t in times):
-            raise ValueError(f"capacity schedule: times must be >= 0 and ascending, got {times}")
+        if any(not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t)
+               or t < 0 for t in times) or times != sorted(times):
+            raise ValueError(f"capacity schedule: times must be finite, >= 0 and ascending, "
+                             f"got {times}")
+        for _, c in self.schedule:
+            if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 0):
+                raise ValueError(f"capacity schedule: each capacity must be an integer >= 0 "
+                                 f"or None, got {c!r}")
 
     def capacity_at(self, t_s: float) -> Optional[int]:
         cap = self.capacity
@@ -152,15 +159,19 @@ def parse_limit(text: str) -> tuple[Optional[str], str, float]:
         v = float(value)
     except ValueError:
         v = float("nan")
-    if not sep or not name.strip() or not math.isfinite(v) or v < 0:
+    group, slash, res = name.strip().rpartition("/")
+    if not sep or not res.strip() or (slash and not group.strip()) or not math.isfinite(v) \
+            or v < 0:
         raise ValueError(f"--limit {text!r}: expected RESOURCE=N (or GROUP/RESOURCE=N) with "
                          f"N a number >= 0; {COST} is the cost per hour")
-    group, slash, res = name.strip().rpartition("/")
-    return (group if slash else None), res, v
+    return (group.strip() if slash else None), res.strip(), v
 
 
 def capacity_groups(capacity: Optional[Mapping[str, object]]) -> dict:
     """``ReplayConfig.capacity`` (group -> a count or a schedule string) as GroupCloud."""
+    if capacity is not None and not isinstance(capacity, Mapping):
+        raise ValueError(f"capacity must be a table of worker group -> N or \"TIME:N,...\", "
+                         f"got {capacity!r}")
     out = {}
     for group, value in (capacity or {}).items():
         text = f"{group}={value}" if not isinstance(value, bool) else f"{group}=x"
@@ -171,6 +182,9 @@ def capacity_groups(capacity: Optional[Mapping[str, object]]) -> dict:
 def limit_items(limits: Optional[Mapping[str, float]]) -> list:
     """``ReplayConfig.limits`` ("RESOURCE" or "GROUP/RESOURCE" -> value) as parsed
     ``--limit`` items."""
+    if limits is not None and not isinstance(limits, Mapping):
+        raise ValueError(f"limits must be a table of \"RESOURCE\" or \"GROUP/RESOURCE\" -> N, "
+                         f"got {limits!r}")
     return [parse_limit(f"{k}={v}") for k, v in (limits or {}).items()]
 
 
@@ -187,16 +201,29 @@ def merged_groups(table_groups: Mapping[str, GroupCloud],
 
 def check_groups(config, trace) -> None:
     """ValueError naming the group when ``config.capacity`` or a per-group limit names
-    no worker group of ``trace``, or a ``cost_per_hour`` limit covers a group with no
-    price."""
+    no worker group of ``trace``, a limit names a resource none of the groups it covers
+    offers (it would cap nothing: ``gpu`` for ``GPU``), or a ``cost_per_hour`` limit
+    covers a group with no price."""
     names = [t.name for t in trace.types]
     for g in sorted(capacity_groups(config.capacity)):
         if g not in names:
             raise ValueError(f"--capacity {g}: no worker group named {g!r} (groups: "
                              f"{', '.join(names)})")
+    offers = {t.name: {k for k, v in dict(t.resources).items() if float(v) > 0}
+              for t in trace.types}
     for group, res, _ in limit_items(config.limits):
         if group is not None and group not in names:
             raise ValueError(f"--limit {group}/{res}: no worker group named {group!r}")
+        covered = names if group is None else [group]
+        have = sorted(set().union(*(offers[n] for n in covered)))
+        if res != COST and res not in have:
+            near = [r for r in have + [COST] if r.lower() == res.lower()]
+            raise ValueError(f"--limit {res if group is None else f'{group}/{res}'}: "
+                             + ("no worker group offers" if group is None else
+                                f"worker group {group!r} does not offer")
+                             + f" a resource named {res!r}, so it would cap nothing"
+                             + (f"; did you mean {near[0]!r}?" if near else
+                                f" (resources: {', '.join(have)}; {COST} for the cost)"))
         if res == COST:
             covered = names if group is None else [group]
             unpriced = [n for n in covered if n != "head" and trace.prices.get(n) is None]

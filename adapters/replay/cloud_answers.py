@@ -63,12 +63,19 @@ class CloudFeed:
         self.monitor = RayCloudMonitor(recovery_s)
         self._seen: dict[str, int] = {}         # record -> history entries already read
         self._version = -1
+        self._unread: list = []                 # sent to a tick that was lost
+
+    def ack(self) -> None:
+        """The scheduler decided the tick the last ``scan`` was for: its answers were
+        read. Until then every ``scan`` sends them again (Ray's reconciler sends every
+        record every tick, so a scheduler whose tick failed reads them next time)."""
+        self._unread = []
 
     def scan(self, store) -> list:
         if store.version == self._version:
-            return []
+            return list(self._unread)
         self._version = store.version
-        out = []
+        out = list(self._unread)
         for rec in store:
             n = len(rec.status_history)
             k = self._seen.get(rec.instance_id, 0)
@@ -83,7 +90,8 @@ class CloudFeed:
             if rec.status in _NEW_ANSWERS and any(s == rec.status
                                                   for s, _ in rec.status_history[k:]):
                 out.append(record_instance(rec))
-        return out
+        self._unread = out
+        return list(out)
 
     def availability_types(self, types, now_s: float) -> list:
         """``types`` (NodeTypeSpec) with Ray's two availability scores of ``now_s``."""
@@ -176,7 +184,11 @@ class CloudSide:
         state.types = self.feed.availability_types(state.types, now_s)
         return state
 
-    def after(self, plan) -> None:
+    def after(self, plan, decided: bool = True) -> None:
+        """``decided``: the scheduler answered this tick (else its answers are sent
+        again next tick)."""
+        if decided:
+            self.feed.ack()
         self.metrics.tick(self.world.store, plan)
 
     def summary(self) -> dict:

@@ -171,7 +171,8 @@ class Replay:
             self.metrics.disruption.applied(now, moves.plan, w.store)
             self.metrics.launch_step(moves.launch_step)
         w.sync(now)                             # (c) the decision's stops take no work
-        self.cloud.after(self.scheduler.last_plan if self.last is not None else None)
+        self.cloud.after(self.scheduler.last_plan if self.last is not None else None,
+                         decided=self.last is not None)
         if self.record:
             self.decisions.append(self.last.key() if self.last is not None else None)
         self.metrics.tick(now, seen.pending, seen.seconds, w.store)

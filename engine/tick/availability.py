@@ -35,6 +35,7 @@ wall clock is read, and the same calls give the same answers.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
 
@@ -66,11 +67,15 @@ class AvailabilityOptions:
             v = getattr(self, name)
             if v is None and name == "pending_stockout_s":
                 continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) \
                     or v < 0:
                 raise ValueError(f"availability.{name}: must be a finite number >= 0, got {v!r}")
         if self.backoff < 1:
             raise ValueError(f"availability.backoff: must be >= 1, got {self.backoff!r}")
+        for name in ("ttl_s", "error_ttl_s"):       # the first hold is never cut short
+            if getattr(self, name) > self.max_ttl_s:
+                raise ValueError(f"availability.max_ttl_s: must be >= {name} "
+                                 f"({getattr(self, name)!r}), got {self.max_ttl_s!r}")
 
 
 @dataclass
@@ -79,6 +84,17 @@ class _Group:
     strikes: int = 0                  # holds since the last launch that landed
     last: float = -math.inf           # the last refusal
     interruptions: list = field(default_factory=list)   # times, ascending
+
+
+def _hold(base: float, backoff: float, strikes: int, most: float) -> float:
+    """``base x backoff ** (strikes - 1)``, at most ``most``: computed without
+    overflowing however many holds a group has had (2.0 ** 1024 is not a float)."""
+    n = strikes - 1
+    if n <= 0 or backoff == 1 or base >= most:
+        return min(base, most)
+    if n * math.log(backoff) >= math.log(most / base):
+        return most
+    return min(base * backoff ** n, most)
 
 
 class AvailabilityMemory:
@@ -104,7 +120,7 @@ class AvailabilityMemory:
         if base <= 0 or at_s < g.until:
             return                          # never held, or asked before the hold
         g.strikes += 1
-        g.until = at_s + min(base * o.backoff ** (g.strikes - 1), o.max_ttl_s)
+        g.until = at_s + _hold(base, o.backoff, g.strikes, o.max_ttl_s)
         self.counts["holds"] += 1
 
     def succeeded(self, group: str, at_s: float) -> None:

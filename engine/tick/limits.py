@@ -20,6 +20,7 @@ every policy.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
@@ -33,12 +34,24 @@ _BIG = 1 << 40                  # "no bound" for a type's room
 
 
 def _amount(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ProblemError(where, f"must be a number >= 0, got {value!r}")
     v = float(value)
     if not math.isfinite(v) or v < 0:
         raise ProblemError(where, f"must be a finite number >= 0, got {value!r}")
     return v
+
+
+def _table(value, where: str) -> dict:
+    """``value`` as a dict of name -> number, each checked (ProblemError naming it)."""
+    if not isinstance(value, Mapping):
+        raise ProblemError(where, f"must be a mapping of name -> number, got {value!r}")
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not k:
+            raise ProblemError(where, f"names must be non-empty strings, got {k!r}")
+        out[k] = _amount(v, f"{where}[{k!r}]")
+    return out
 
 
 @dataclass(frozen=True)
@@ -51,14 +64,18 @@ class Limits:
     prices: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
-        object.__setattr__(self, "total", {str(k): _amount(v, f"limits.total[{k!r}]")
-                                           for k, v in dict(self.total).items()})
-        object.__setattr__(self, "per_group", {
-            str(g): {str(k): _amount(v, f"limits.per_group[{g!r}][{k!r}]")
-                     for k, v in dict(m).items()}
-            for g, m in dict(self.per_group).items()})
-        object.__setattr__(self, "prices", {str(k): _amount(v, f"limits.prices[{k!r}]")
-                                            for k, v in dict(self.prices).items()})
+        object.__setattr__(self, "total", _table(self.total, "limits.total"))
+        if not isinstance(self.per_group, Mapping):
+            raise ProblemError("limits.per_group", "must be a mapping of worker group -> "
+                               f"{{resource: number}}, got {self.per_group!r}")
+        per_group = {}
+        for g, m in self.per_group.items():
+            if not isinstance(g, str) or not g:
+                raise ProblemError("limits.per_group", f"worker group names must be "
+                                   f"non-empty strings, got {g!r}")
+            per_group[g] = _table(m, f"limits.per_group[{g!r}]")
+        object.__setattr__(self, "per_group", per_group)
+        object.__setattr__(self, "prices", _table(self.prices, "limits.prices"))
 
     @property
     def empty(self) -> bool:
@@ -95,6 +112,7 @@ def table(p: Problem, limits: Limits) -> LimitTable:
     """The LimitTable of ``limits`` on ``p``; a ``cost_per_hour`` limit needs a price
     for every configured group it applies to that may launch (``max_worker_nodes`` >
     0; else ProblemError naming it); other nodes count 0."""
+    _check_names(p, limits)
     names = limits.names()
     L = len(names)
     counted = ~p.node_outdated
@@ -109,6 +127,26 @@ def table(p: Problem, limits: Limits) -> LimitTable:
         node_need[:, k] = np.where(applies[p.node_type] & counted, _per_node(p, res, limits), 0.0)
     use = node_need.sum(axis=0)
     return LimitTable(names, cap, use, node_need, type_need)
+
+
+def _check_names(p: Problem, limits: Limits) -> None:
+    """ProblemError naming the limit when a per-group limit names no worker group of
+    ``p``, or a resource name differs only in case from one of ``p``'s (``gpu`` for
+    ``GPU``: Ray's names are case-sensitive, so such a limit would cap nothing). A
+    name no type, node or request of the tick has at all is kept: it caps nothing
+    now and is valid once a group offering it is configured."""
+    groups = set(p.type_names)
+    for g in limits.per_group:
+        if g not in groups:
+            raise ProblemError(f"limits.per_group[{g!r}]", f"no worker group named {g!r} "
+                               f"(groups: {', '.join(sorted(groups))})")
+    known = {r.lower(): r for r in list(p.resources) + [COST]}
+    for group, res in limits.names():
+        hit = known.get(res.lower())
+        if hit is not None and hit != res:
+            where = "limits.total" if group is None else f"limits.per_group[{group!r}]"
+            raise ProblemError(f"{where}[{res!r}]", f"no resource named {res!r}; did you "
+                               f"mean {hit!r}? (names are case-sensitive)")
 
 
 def _per_type(p: Problem, res: str, limits: Limits, group) -> np.ndarray:

@@ -16,6 +16,10 @@ BAD = [
     (["--limit", "GPU"], "--limit 'GPU': expected RESOURCE=N"),
     (["--limit", "GPU=-1"], "--limit 'GPU=-1'"),
     (["--limit", "nope/GPU=3"], "--limit nope/GPU: no worker group named 'nope'"),
+    (["--limit", "gpu=8"], "--limit gpu: no worker group offers a resource named 'gpu', so "
+                           "it would cap nothing; did you mean 'GPU'?"),
+    (["--limit", "TPU=8"], "--limit TPU: no worker group offers a resource named 'TPU'"),
+    (["--limit", "cpu-32c-128g/GPU=1"], "worker group 'cpu-32c-128g' does not offer"),
 ]
 
 

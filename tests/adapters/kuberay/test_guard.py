@@ -163,6 +163,8 @@ def _container(**res):
     (_g("x", rayStartParams={"num-cpus": "1", "num-gpus": "one"}), "rayStartParams.num-gpus"),
     (_g("x", rayStartParams={"num-cpus": "1", "memory": "1Gi"}), "rayStartParams.memory"),
     (_g("x", rayStartParams={"num-cpus": "-2"}), "rayStartParams.num-cpus"),
+    (_g("x", rayStartParams={"num-cpus": "1", "num-gpus": float("inf")}),
+     "rayStartParams.num-gpus"),                           # was an OverflowError
     (_g("x", rayStartParams={"num-cpus": "1", "resources": '"{\\"pair\\": }"'}),
      "rayStartParams.resources"),
     (_g("x", rayStartParams={"num-cpus": "1", "resources": '"{\\"pair\\": 1.5}"'}),
@@ -229,3 +231,12 @@ def test_a_malformed_head_and_bad_options_are_replaced_in_rays_view():
     assert view["spec"]["autoscalerOptions"] == {"upscalingMode": "Default"}
     assert [g["groupName"] for g in view["spec"]["workerGroupSpecs"]] == ["cpu"]
     assert cr["spec"]["autoscalerOptions"]["idleTimeoutSeconds"] == "soon"   # untouched
+
+
+@pytest.mark.parametrize("cr", [None, {"spec": 5}, {"spec": {"workerGroupSpecs": 3}},
+                                {"spec": {"workerGroupSpecs": None}}])
+def test_an_object_without_a_group_list_has_no_group_names(cr):
+    """group_names raised AttributeError / TypeError on such an object (the guard names
+    the ops of a patch, and checks a patch's result, with it)."""
+    from vecsched.adapters.kuberay.groups import group_names
+    assert group_names(cr) == []

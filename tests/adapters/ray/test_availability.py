@@ -140,6 +140,56 @@ def test_plain_launch_errors_hold_a_group_briefly_and_longer_when_repeated():
                                "interruptions": 0}
 
 
+@pytest.mark.parametrize("mode", ["efficient", "baseline"])
+@pytest.mark.parametrize("record", [
+    ("g8", Instance.ALLOCATION_FAILED, 999.0, "InsufficientInstanceCapacity"),
+    ("g8", Instance.ALLOCATED, 600.0, "")])          # a KubeRay pod Pending past 300 s
+def test_a_tick_that_fails_mid_way_leaves_the_memory_and_the_answers_as_they_were(mode,
+                                                                                   record):
+    """The answers are read into a copy of the memory and marked read only once the
+    tick succeeded: a tick that raises after the engine planned (here the id factory,
+    while encoding the reply) changes neither, and the next tick reads the refusal
+    once."""
+    from vecsched.engine.efficient import EfficientOptions
+    from vecsched.adapters.ray.capacity_settings import for_kuberay
+    now = {"s": 1000.0}
+    fail = {"left": 1}
+
+    def new_id():
+        if fail["left"]:
+            fail["left"] -= 1
+            raise RuntimeError("the id service is down")
+        return f"id{fail['left']}-{now['s']}"
+
+    kw = dict(options=EfficientOptions(prices=PRICES)) if mode == "efficient" else {}
+    s = EngineScheduler(mode=mode, warm=False, now_ns=lambda: int(now["s"] * 1e9),
+                        new_id=new_id, availability=for_kuberay(None), **kw)
+    before = s.memory
+    with pytest.raises(RuntimeError, match="id service"):
+        s.schedule(_request([record], pods=16))
+    assert s.memory is before and s.memory.counts == {
+        "stockouts": 0, "launch_failures": 0, "holds": 0, "interruptions": 0}
+    assert s.memory.unavailable(now["s"]) == frozenset() and s.last_plan is None
+    got = _launches(s.schedule(_request([record], pods=16)))
+    assert "g8" not in got and s.last_plan.stats["held_out"] == ["g8"]
+    assert s.memory.counts["stockouts"] == 1 and s.memory.counts["holds"] == 1
+    s.schedule(_request([record], pods=16))                   # read once: no second refusal
+    assert s.memory.counts["stockouts"] == 1
+
+
+@pytest.mark.parametrize("kw, where", [
+    (dict(mode="baseline", availability={"ttl_s": 5}), "availability: expected"),
+    (dict(mode="baseline", availability="false"), "availability: expected"),
+    (dict(mode="efficient", options={"prices": PRICES}), "options: expected"),
+    (dict(new_id="id"), "new_id: expected a callable"),
+    (dict(now_ns=123), "now_ns: expected a callable")])
+def test_engine_scheduler_arguments_of_the_wrong_kind_are_named(kw, where):
+    """A dict of availability options was silently replaced by the defaults (a 5 s
+    hold became 180 s); a dict of efficient options failed deep in the first tick."""
+    with pytest.raises(ValueError, match=where):
+        EngineScheduler(warm=False, **kw)
+
+
 def test_ray_compat_keeps_rays_decisions_whatever_failed():
     failed = [("g8", Instance.ALLOCATION_FAILED, 999.0, "InsufficientInstanceCapacity")]
     ours = EngineScheduler(warm=False).schedule(_request(failed))
@@ -193,6 +243,21 @@ def test_limits_and_availability_from_the_environment(tmp_path):
         availability_from_env(raw='{"ttl": 3}')
     with pytest.raises(InstallError, match="availability.backoff"):
         availability_from_env(raw='{"backoff": 0.5}')
+
+
+def test_settings_for_a_mode_that_ignores_them_are_refused():
+    """VECSCHED_AVAILABILITY options with VECSCHED_MODE=engine (ray-compat keeps no
+    memory) and VECSCHED_LIMITS with shadow (Ray's scheduler decides) were accepted and
+    changed nothing."""
+    with pytest.raises(InstallError, match="only VECSCHED_MODE=efficient keeps"):
+        availability_from_env(raw='{"ttl_s": 60}', mode="engine")
+    with pytest.raises(InstallError, match="only VECSCHED_MODE=efficient keeps"):
+        availability_from_env(raw='{"ttl_s": 60}', mode="shadow")
+    assert availability_from_env(raw="false", mode="engine") is False
+    assert availability_from_env(raw='{"ttl_s": 60}', mode="efficient").ttl_s == 60
+    with pytest.raises(InstallError, match="shadow"):
+        limits_from_env(raw='{"total": {"GPU": 8}}', mode="shadow")
+    assert limits_from_env(raw='{"total": {"GPU": 8}}', mode="engine").total == {"GPU": 8.0}
 
 
 def test_a_pod_pending_past_the_timeout_is_a_stockout_once():

@@ -27,7 +27,7 @@ def test_capacity_and_limit_flags():
     for bad in ("g8", "=3", "g8=-1", "g8=x", "g8=10:3:2"):
         with pytest.raises(ValueError, match="--capacity"):
             parse_capacity(bad)
-    for bad in ("GPU", "GPU=-2", "GPU=nan", "=4"):
+    for bad in ("GPU", "GPU=-2", "GPU=nan", "=4", "g8/=4", "/GPU=4", "GPU=1e400"):
         with pytest.raises(ValueError, match="--limit"):
             parse_limit(bad)
     lim = limits_of([parse_limit("GPU=8"), parse_limit("g4/CPU=32"),
@@ -38,10 +38,27 @@ def test_capacity_and_limit_flags():
 
 
 def test_group_cloud_values_are_checked():
-    for bad in (dict(capacity=-1), dict(capacity=2.5), dict(launch_failure_rate=1.5),
-                dict(interruption_rate_per_h=-0.1), dict(schedule=((600.0, 1), (0.0, 2)))):
-        with pytest.raises(ValueError):
+    for bad, where in ((dict(capacity=-1), "capacity"), (dict(capacity=2.5), "capacity"),
+                       (dict(launch_failure_rate=1.5), "launch_failure_rate"),
+                       (dict(launch_failure_rate=float("nan")), "launch_failure_rate"),
+                       (dict(interruption_rate_per_h=-0.1), "interruption_rate_per_h"),
+                       (dict(interruption_rate_per_h=float("inf")), "interruption_rate_per_h"),
+                       (dict(schedule=((600.0, 1), (0.0, 2))), "times"),
+                       (dict(schedule=((float("nan"), 1),)), "times"),
+                       (dict(schedule=((0.0, -3),)), "each capacity"),
+                       (dict(schedule=((0.0, 2.5),)), "each capacity")):
+        with pytest.raises(ValueError, match=where):
             GroupCloud(**bad)
+
+
+@pytest.mark.parametrize("kw, where", [
+    (dict(limits=5), "limits must be a table"), (dict(limits=["GPU=4"]), "limits must be a table"),
+    (dict(capacity=5), "capacity must be a table"), (dict(capacity="g=3"), "capacity must be a table")])
+def test_replay_config_tables_are_checked(kw, where):
+    """A sweep's [sweep] limits = 5 reached ReplayConfig as an int: AttributeError."""
+    from vecsched.adapters.replay.config import ReplayConfig
+    with pytest.raises(ValueError, match=where):
+        ReplayConfig(**kw)
 
 
 def _world(groups):
@@ -62,10 +79,40 @@ def test_stockouts_reach_the_feed_once_with_rays_words():
     im = first[0].im_instance
     assert im.status == S.ALLOCATION_FAILED
     assert "InsufficientInstanceCapacity" in im.status_history[-1].details
-    assert feed.scan(store) == []                      # each answer once
+    again = feed.scan(store)                           # the tick was lost: sent again
+    assert [a.im_instance.instance_id for a in again] == [a.im_instance.instance_id
+                                                          for a in first]
+    feed.ack()                                         # a tick decided: each answer once
+    assert feed.scan(store) == []
     from vecsched.adapters.ray.availability import CloudAnswers
     events = CloudAnswers().scan(first, 100.0)
     assert {(e[0], e[1], e[3]) for e in events} == {("refused", "a", True)}
+
+
+def test_a_lost_tick_loses_none_of_the_clouds_answers():
+    """The replay sends each answer once; a tick whose scheduler raised is lost (as in
+    Ray), and EngineScheduler keeps no answer of a failed tick: the feed sends them
+    again until a tick is decided, so the memory still reads every stock-out (without:
+    one of the cloud's 8 was never read)."""
+    pytest.importorskip("ray.autoscaler.v2.scheduler", reason="ray is not installed")
+    from vecsched.adapters.replay import GangOverlay, Replay, ReplayConfig, Window, load, make
+    tr = load("openb", None, Window(start=None, pods=120, arrival_scale=200.0),
+              GangOverlay(0.0, seed=0))
+    cfg = ReplayConfig(seed=0, capacity={"g3-128c-768g-8gpu": 1, "g2-96c-384g-8gpu": 1,
+                                         "v100m32-96c-768g-8gpu": 1})
+    sched = make("efficient")
+    decide, lost = sched.run, []
+
+    def run(request):
+        if not lost and any(ai.im_instance.status == S.ALLOCATION_FAILED
+                            for ai in request.current_instances if ai.im_instance):
+            lost.append(request)
+            raise RuntimeError("a lost tick")
+        return decide(request)
+    sched.run = run
+    m = Replay(tr, sched, cfg).run().metrics
+    assert lost and m["stockouts"] > 0
+    assert sched.sched.memory.counts["stockouts"] == m["stockouts"]
 
 
 def test_capacity_schedule_changes_what_the_cloud_gives():

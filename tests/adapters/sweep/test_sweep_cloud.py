@@ -59,14 +59,20 @@ def test_sweep_wide_limits_and_capacity_are_replay_options():
     doc["sweep"] = {"capacity": {"g3-128c-768g-8gpu": "600:1,0:2"}}
     with pytest.raises(GridError, match="times must ascend"):
         parse(doc, "g")
+    for key, value in (("limits", 128), ("limits", ["GPU=4"]), ("capacity", 3)):
+        doc["sweep"] = {key: value}                  # was an AttributeError
+        with pytest.raises(GridError, match=rf"\[sweep\].*{key} must be a table"):
+            parse(doc, "g")
 
 
 @pytest.mark.slow
 def test_a_sweep_cell_under_a_gpu_limit_keeps_it():
     from vecsched.adapters.sweep.cell import run_cell
+    # unlimited, this cell asks for 8 GPUs at its peak (a limit of 24 never bound: the
+    # test could not fail); 4 holds demand back on most ticks
     doc = _doc(capacity={"g3-128c-768g-8gpu": 1})
-    doc["sweep"] = {"limits": {"GPU": 24}}
+    doc["sweep"] = {"limits": {"GPU": 4}}
     doc["grid"]["scheduler"] = ["efficient"]
     row = run_cell(parse(doc, "g").cells[0].params)
-    assert row["stockouts"] >= 0 and row["limit_blocked_ticks"] >= 0
-    assert 0 < row["peak_asked_GPU"] <= 24
+    assert row["limit_blocked_ticks"] > 0 and row["never_placed"] == 0
+    assert 0 < row["peak_asked_GPU"] <= 4

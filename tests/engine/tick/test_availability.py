@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from vecsched.engine.tick import AvailabilityMemory, AvailabilityOptions
@@ -59,10 +60,32 @@ def test_same_calls_same_answers():
 
 
 @pytest.mark.parametrize("bad", [dict(ttl_s=-1), dict(backoff=0.5), dict(max_ttl_s=float("nan")),
-                                 dict(error_ttl_s="30"), dict(pending_stockout_s=-5)])
+                                 dict(error_ttl_s="30"), dict(pending_stockout_s=-5),
+                                 dict(ttl_s=300, max_ttl_s=60), dict(error_ttl_s=90, max_ttl_s=60)])
 def test_options_are_checked(bad):
     with pytest.raises(ValueError, match="availability."):
         AvailabilityOptions(**bad)
+
+
+def test_numpy_numbers_are_numbers():
+    o = AvailabilityOptions(ttl_s=np.float32(60), max_ttl_s=np.int64(600))
+    assert (o.ttl_s, o.max_ttl_s) == (60, 600)
+
+
+@pytest.mark.parametrize("backoff", [2.0, 1e300])
+def test_a_group_refused_for_weeks_stays_held_at_the_longest_hold(backoff):
+    """Every refusal after a hold expired is one more strike: 2.0 ** 1024 (or 1e300 **
+    2) is no float, and the hold must stay max_ttl_s instead of raising (the
+    scheduler would then fail every tick, re-reading the same refusal)."""
+    o = AvailabilityOptions(ttl_s=180, backoff=backoff, max_ttl_s=1800)
+    m = AvailabilityMemory(o)
+    at = 0.0
+    for _ in range(1100):
+        m.refused("g", at)
+        at = m.held_until("g")                 # the retry fails as soon as it may
+    assert m.counts["holds"] == 1100
+    m.refused("g", at)
+    assert m.held_until("g") == at + 1800.0 and m.unavailable(at + 1799.0) == {"g"}
 
 
 def test_a_group_probes_after_its_hold_until_a_launch_lands():

@@ -90,6 +90,45 @@ def test_limit_values_are_checked(bad):
         Limits(total={"GPU": bad})
 
 
+@pytest.mark.parametrize("kw, where", [
+    (dict(per_group={"g4": 4}), r"limits.per_group\['g4'\]"),
+    (dict(per_group=[("g4", {"GPU": 4})]), r"limits.per_group"),
+    (dict(total=None), r"limits.total"),
+    (dict(total={"": 4}), r"limits.total"),
+    (dict(prices={"g4": "cheap"}), r"limits.prices\['g4'\]")])
+def test_limit_tables_are_checked(kw, where):
+    with pytest.raises(ProblemError, match=where):
+        Limits(**kw)
+
+
+def test_numpy_numbers_are_limits():
+    limits = Limits(total={"GPU": np.int64(12)}, prices={"g8": np.float32(8.0)})
+    assert limits.total == {"GPU": 12.0} and limits.prices == {"g8": 8.0}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("limits, where", [
+    (Limits(per_group={"g9": {"GPU": 4}}), r"limits.per_group\['g9'\]: no worker group"),
+    (Limits(total={"gpu": 4}), r"limits.total\['gpu'\].*did you mean 'GPU'"),
+    (Limits(per_group={"g4": {"Gpu": 4}}), r"limits.per_group\['g4'\]\['Gpu'\]"),
+    (Limits(total={"Cost_Per_Hour": 4}, prices={"g8": 8.0, "g4": 4.4, "c16": 1.0}),
+     r"did you mean 'cost_per_hour'")])
+def test_a_limit_that_would_cap_nothing_by_a_typo_is_refused(mode, limits, where):
+    """A per-group limit on a group the cluster does not have, or a resource spelt in
+    another case than the cluster's (Ray's names are case-sensitive), would cap
+    nothing: refused, naming the limit, instead of a plan over the intended cap."""
+    with pytest.raises(ProblemError, match=where):
+        schedule(gpu_problem(pods=40), mode=mode, options=_opts(mode), limits=limits)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_resource_no_group_offers_yet_caps_nothing(mode):
+    p = gpu_problem(pods=40)
+    free = schedule(p, mode=mode, options=_opts(mode))
+    plan = schedule(p, mode=mode, options=_opts(mode), limits=Limits(total={"TPU": 4}))
+    assert plan.launches() == free.launches() and plan.stats["limits"]["TPU"]["asked"] == 0
+
+
 @pytest.mark.parametrize("mode", ["efficient", "baseline"])
 def test_a_held_out_group_falls_back_to_the_next_that_fits(mode):
     p = gpu_problem(pods=16)
