@@ -12,7 +12,7 @@ MODES = tuple(POLICIES)
 def schedule(problem: Problem, *, mode: str = "ray-compat",
              pending_since: dict | None = None, now_s: float = 0.0, options=None,
              limits: Limits | None = None, unavailable=frozenset(),
-             probing=frozenset()) -> Plan:
+             probing=frozenset(), room=None) -> Plan:
     """Decide launches, terminations and infeasible demand for one tick.
 
     ``mode`` "ray-compat" reproduces Ray 2.60's ResourceDemandScheduler decision
@@ -30,10 +30,12 @@ def schedule(problem: Problem, *, mode: str = "ray-compat",
     memory holds out (``vecsched.engine.tick.AvailabilityMemory``), read by the
     efficient mode and the baseline (ray-compat reads Ray's availability scores,
     which are part of the Problem); ``probing``: groups that may launch one node
-    (their hold ended, nothing of theirs landed since). With none of these, the
+    (their hold ended, nothing of theirs landed since); ``room``: group -> the
+    launches it may make (below the cap the memory learned). With none of these, the
     policy runs on the Problem as given. See docs/capacity.md.
     """
     return run(problem, mode, TickInputs(options=options, pending_since=pending_since,
                                          now_s=now_s, limits=limits,
                                          unavailable=frozenset(unavailable or ()),
-                                         probing=frozenset(probing or ())))
+                                         probing=frozenset(probing or ()),
+                                         room=dict(room or {})))

@@ -15,7 +15,7 @@ from ray.autoscaler.v2.scheduler import (ResourceDemandScheduler, SchedulingRepl
 
 from vecsched.engine import schedule
 from vecsched.engine.schedule import MODES
-from vecsched.engine.tick import AvailabilityMemory, AvailabilityOptions, Limits, get
+from vecsched.engine.tick import AvailabilityMemory, AvailabilityOptions, Limits, get, live_counts
 
 from . import wire
 from .availability import CloudAnswers, apply
@@ -110,6 +110,10 @@ class EngineScheduler(ResourceDemandScheduler):
         t1 = time.perf_counter()
         memory, events = self._read_answers(request)
         now_s = self._now_ns() / 1e9
+        room = {}
+        if memory is not None:
+            memory.observe(live_counts(decoded.problem), now_s)
+            room = memory.room(now_s)
         unavailable = memory.unavailable(now_s) if memory is not None else ()
         probing = memory.probing(now_s) if memory is not None else ()
         opts = None
@@ -122,7 +126,8 @@ class EngineScheduler(ResourceDemandScheduler):
             opts = self._efficient_options(decoded) if self.engine_mode == "efficient" else None
             opts = _spot_priced(opts, memory, decoded.problem, self._now_ns() / 1e9)
             plan = schedule(decoded.problem, mode=self.engine_mode, options=opts,
-                            limits=self.limits, unavailable=unavailable, probing=probing)
+                            limits=self.limits, unavailable=unavailable, probing=probing,
+                            room=room)
         t2 = time.perf_counter()
         reply = encode(decoded, plan, new_id=self._new_id, now_ns=self._now_ns)
         t3 = time.perf_counter()
@@ -166,7 +171,9 @@ class EngineScheduler(ResourceDemandScheduler):
         if self.memory is None:
             return None, []
         events = self._answers.scan(request.current_instances, self._now_ns() / 1e9)
-        memory = copy.deepcopy(self.memory) if events else self.memory
+        # a copy whenever the memory holds anything (``observe`` changes it every tick)
+        memory = copy.deepcopy(self.memory) if events or self.memory.counts["stockouts"] \
+            else self.memory
         apply(memory, events)
         return memory, events
 

@@ -174,9 +174,11 @@ class BaselineSched(ReplayScheduler):
         self.answers.commit(events + landed, [ai.im_instance.instance_id for ai in state.answers]
                             + list(state.ids))
         p = _problem(state)
+        from vecsched.engine.tick import live_counts
+        self.memory.observe(live_counts(p), now)
         plan = schedule(p, mode="baseline", limits=self._limits,
                         unavailable=self.memory.unavailable(now),
-                        probing=self.memory.probing(now))
+                        probing=self.memory.probing(now), room=self.memory.room(now))
         self._plan = plan
         return plan, p
 

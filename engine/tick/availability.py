@@ -18,10 +18,23 @@ trace replay, the KubeRay side-car) and tells it what the cloud answered:
   longer and longer, one that failed once by chance is back soon.
 - ``succeeded(group, at_s)``: a launch of the group landed: its escalation starts
   over (an active hold runs out on its own).
+- ``observe(live, now_s)``: the instances each group holds this tick (QUEUED to
+  running: in flight included), told every tick before the queries below. A group
+  that stocked out since the last tick has reached what the cloud gives it: that
+  count is its **learned cap** (the least of the counts after each refusal). At
+  its cap a group stays out after its hold ends (``unavailable``), so no retry is
+  spent on a cloud that already said no, except a probe for a request no other
+  group fits; below it (some of its nodes went) it may launch up to the cap
+  (``room``) without a probe. The cap is forgotten when the group holds more than
+  it (capacity grew: a probe was accepted) and ``cap_ttl_s`` after its last
+  refusal (the cloud's capacity moves: one retry then). Launch errors that do not
+  name capacity teach no cap.
 - ``interrupted(group, at_s)``: a (spot) instance of the group was taken back;
   ``interruptions(now_s)`` counts them over the last ``interruption_window_s``.
 
-``unavailable(now_s)`` is the set of groups held out at ``now_s``; the efficient
+``unavailable(now_s)`` is the set of groups held out at ``now_s`` (or at their
+learned cap); ``room(now_s)`` the launches a group below its learned cap may make
+(group -> count); the efficient
 mode and the baseline do not launch them that tick (``vecsched.engine.tick.seam``)
 and fall back to the next group that fits. ``probing(now_s)``: groups whose hold
 ended without a launch landing since (they launch one node a tick until one lands),
@@ -37,6 +50,8 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -59,11 +74,14 @@ class AvailabilityOptions:
     # for lack of room) counts as a stock-out once; None: only the instance manager's
     # own ALLOCATION_TIMEOUT does. The KubeRay side-car sets 300 s.
     pending_stockout_s: float | None = None
+    # How long a learned cap (the instances a group held when it stocked out) is
+    # trusted after the group's last refusal; 0: caps are never learned.
+    cap_ttl_s: float = 1800.0
 
     def __post_init__(self):
         for name in ("ttl_s", "backoff", "max_ttl_s", "interruption_window_s",
                      "pending_stockout_s", "interruption_cost_h", "error_ttl_s",
-                     "probe_interval_s"):
+                     "probe_interval_s", "cap_ttl_s"):
             v = getattr(self, name)
             if v is None and name == "pending_stockout_s":
                 continue
@@ -84,6 +102,17 @@ class _Group:
     strikes: int = 0                  # holds since the last launch that landed
     last: float = -math.inf           # the last refusal
     interruptions: list = field(default_factory=list)   # times, ascending
+    cap: int | None = None            # learned cap (instances it held at a stock-out)
+    fresh: bool = False               # stocked out since the last ``observe``
+    live: int = 0                     # the instances it held at the last ``observe``
+    misses: int = 0                   # refusals in a row while held or at its cap
+
+
+def live_counts(problem) -> dict:
+    """group -> the instances a tick's Problem holds of it (every node of the tick:
+    QUEUED to running, in flight included): what ``AvailabilityMemory.observe`` reads."""
+    counts = np.bincount(np.asarray(problem.node_type, np.int64), minlength=problem.T)
+    return {problem.type_names[t]: int(k) for t, k in enumerate(counts.tolist()) if k}
 
 
 def _hold(base: float, backoff: float, strikes: int, most: float) -> float:
@@ -115,7 +144,10 @@ class AvailabilityMemory:
         g = self._g(group)
         o = self.options
         self.counts["stockouts" if stockout else "launch_failures"] += 1
+        if at_s > g.last and (at_s < g.until or self._capped(g)):
+            g.misses += 1                   # a refused probe (one a time: a batch is one)
         g.last = max(g.last, float(at_s))
+        g.fresh |= stockout
         base = o.ttl_s if stockout else o.error_ttl_s
         if base <= 0 or at_s < g.until:
             return                          # never held, or asked before the hold
@@ -126,7 +158,27 @@ class AvailabilityMemory:
     def succeeded(self, group: str, at_s: float) -> None:
         g = self._groups.get(group)
         if g is not None:
-            g.strikes = 0
+            g.strikes = g.misses = 0
+
+    def observe(self, live, now_s: float) -> None:
+        """``live``: group -> the instances it holds now (QUEUED to running); learns
+        and forgets caps (module docstring)."""
+        ttl = self.options.cap_ttl_s
+        for name, g in self._groups.items():
+            n = int(live.get(name, 0))
+            if g.fresh and ttl > 0:
+                g.cap = n if g.cap is None else min(g.cap, n)
+            elif g.cap is not None and (n > g.cap or now_s - g.last >= ttl):
+                g.cap = None
+            g.fresh, g.live = False, n
+
+    def _capped(self, g: _Group) -> bool:
+        return g.cap is not None and g.live >= g.cap
+
+    def room(self, now_s: float) -> dict:
+        """group -> the launches it may make: groups below a learned cap, not held."""
+        return {n: g.cap - g.live for n, g in self._groups.items()
+                if g.cap is not None and g.live < g.cap and now_s >= g.until}
 
     def interrupted(self, group: str, at_s: float) -> None:
         self._g(group).interruptions.append(float(at_s))
@@ -134,7 +186,8 @@ class AvailabilityMemory:
 
     def unavailable(self, now_s: float) -> frozenset:
         """The groups held out at ``now_s``."""
-        return frozenset(n for n, g in self._groups.items() if now_s < g.until)
+        return frozenset(n for n, g in self._groups.items()
+                         if now_s < g.until or self._capped(g))
 
     def interruption_prices(self, prices: dict, running: dict, now_s: float) -> dict:
         """``prices`` (group -> price per node-hour) with each group's recent
@@ -157,9 +210,13 @@ class AvailabilityMemory:
         launch of theirs landed since (a retry costs one refusal, not a batch), and
         held ones last refused ``probe_interval_s`` ago (the seam lets them launch
         only for a request no other group fits)."""
-        every = self.options.probe_interval_s
+        o = self.options
         return frozenset(n for n, g in self._groups.items()
-                         if g.strikes > 0 and (now_s >= g.until or now_s - g.last >= every))
+                         if (g.strikes > 0 and g.cap is None and now_s >= g.until)
+                         or ((g.strikes > 0 or self._capped(g))
+                             and now_s - g.last >= min(o.probe_interval_s * o.backoff ** g.misses,
+                                                       max(o.max_ttl_s, o.probe_interval_s))
+                             and (now_s < g.until or self._capped(g))))
 
     def held_until(self, group: str) -> float:
         g = self._groups.get(group)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 from vecsched.engine.model.plan import Plan
 from vecsched.engine.model.problem import Problem
@@ -35,13 +35,15 @@ class TickInputs:
     on totals (``limits.Limits``). ``unavailable``: worker groups the availability
     memory holds out this tick (read by the policies that read the memory);
     ``probing``: groups that may launch one node this tick (a hold ended, nothing of
-    theirs landed since)."""
+    theirs landed since); ``room``: group -> the launches it may make this tick (a
+    group below the cap the memory learned when it stocked out)."""
     options: object = None
     pending_since: Optional[dict] = None
     now_s: float = 0.0
     limits: Optional[Limits] = None
     unavailable: frozenset = field(default_factory=frozenset)
     probing: frozenset = field(default_factory=frozenset)
+    room: Mapping = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

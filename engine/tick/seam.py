@@ -12,7 +12,9 @@
    pending request fits no other group with room (the refused group is then its
    only chance: a probe finds capacity once it frees, where asking for the whole
    demand would only stock out more); a group ``probing`` and not held (its hold
-   ended without a launch landing since) may launch one node a tick. The policy plans that Problem, and so falls back to the next
+   ended without a launch landing since) may launch one node a tick; a group with
+   a learned ``room`` (below the cap the memory learned when it stocked out) may
+   launch that many. The policy plans that Problem, and so falls back to the next
    group that fits by its own rules (cheapest first in the efficient mode, first
    fit in the baseline, Ray's utilisation score in ray-compat).
 3. Launched together, several types may still exceed a shared limit: the plan's
@@ -48,8 +50,9 @@ def run(problem: Problem, mode: str, inputs: TickInputs) -> Plan:
     none = np.zeros(problem.T, bool)
     held = _held(problem, inputs.unavailable) if pol.reads_memory else none
     probe = _held(problem, inputs.probing) if pol.reads_memory else none
+    learned = _learned(problem, inputs.room) if pol.reads_memory else {}
     limits = inputs.limits if inputs.limits is not None and not inputs.limits.empty else None
-    if limits is None and not held.any() and not probe.any():
+    if limits is None and not held.any() and not probe.any() and not learned:
         return pol.plan(problem, inputs)
     lt = lim.table(problem, limits) if limits is not None else None
     have = np.bincount(problem.node_type, minlength=problem.T).astype(CNT)
@@ -57,7 +60,7 @@ def run(problem: Problem, mode: str, inputs: TickInputs) -> Plan:
     probe, held = (probe & ~held) | sole, held & ~sole
     pinned: dict[int, int] = {}
     for _ in range(problem.T + 2):
-        allowed = _allowed(problem, lt, have, held, pinned, probe)
+        allowed = _allowed(problem, lt, have, held, pinned, probe, learned)
         plan = pol.plan(replace(problem, type_max=allowed), inputs)
         if lt is None:
             break
@@ -69,7 +72,9 @@ def run(problem: Problem, mode: str, inputs: TickInputs) -> Plan:
         pinned = {t: int(kept[t]) for t in launched}
     else:        # cannot happen (each round pins a type); never return a plan over a limit
         raise AssertionError("limits: no plan within the limits after pinning every type")
-    return _report(problem, plan, lt, held, allowed, probe)
+    capped = np.zeros(problem.T, bool)
+    capped[list(learned)] = True
+    return _report(problem, plan, lt, held, allowed, probe | (capped & (allowed < problem.type_max)))
 
 
 def _held(p: Problem, unavailable) -> np.ndarray:
@@ -78,8 +83,14 @@ def _held(p: Problem, unavailable) -> np.ndarray:
                        for t, n in enumerate(p.type_names)], bool)
 
 
+def _learned(p: Problem, room) -> dict:
+    """type -> launches allowed by the memory's learned caps (configured types)."""
+    idx = {n: t for t, n in enumerate(p.type_names) if p.type_configured[t]}
+    return {idx[n]: max(0, int(k)) for n, k in (room or {}).items() if n in idx}
+
+
 def _allowed(p: Problem, lt, have: np.ndarray, held: np.ndarray, pinned: dict,
-             probe: np.ndarray) -> np.ndarray:
+             probe: np.ndarray, learned: dict) -> np.ndarray:
     """(T,) i8 this round's max_worker_nodes: never below what a type has."""
     room = np.full(p.T, 1 << 40, np.int64)
     if lt is not None:
@@ -89,6 +100,8 @@ def _allowed(p: Problem, lt, have: np.ndarray, held: np.ndarray, pinned: dict,
         room = lim.type_room(lt, extra)
         for t, k in pinned.items():
             room[t] = k
+    for t, k in learned.items():
+        room[t] = min(room[t], k)
     room[held] = 0
     room[probe] = np.minimum(room[probe], 1)
     cap = np.minimum(p.type_max, have + room)

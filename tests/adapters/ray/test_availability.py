@@ -119,7 +119,13 @@ def test_a_stocked_out_group_is_held_out_then_retried(mode):
     got = _launches(s.schedule(_request(failed)))
     assert first not in got and got.get(other, 0) > 0
     assert s.last_plan.stats["held_out"] == [first]
-    now["s"] = 999.0 + 181.0                     # past the 180 s hold: asked again
+    # it held none when it stocked out: its learned cap is 0, so past the 180 s hold it
+    # stays out (the other group takes the demand: no refusal is spent on it) ...
+    now["s"] = 999.0 + 181.0
+    assert first not in _launches(s.schedule(_request(failed)))
+    assert s.last_plan.stats["held_out"] == [first]
+    # ... until the cap is forgotten, cap_ttl_s after the refusal: asked again
+    now["s"] = 999.0 + 1801.0
     assert first in _launches(s.schedule(_request(failed)))
     assert s.memory.counts["stockouts"] == 1     # each record is read once
 

@@ -96,3 +96,63 @@ def test_a_group_probes_after_its_hold_until_a_launch_lands():
     assert m.probing(100.0) == {"g"} and m.unavailable(100.0) == frozenset()
     m.succeeded("g", 120.0)
     assert m.probing(130.0) == frozenset()
+
+
+def test_a_stockout_teaches_the_groups_cap_and_the_cap_keeps_it_out():
+    o = AvailabilityOptions(ttl_s=100, probe_interval_s=30, backoff=2, cap_ttl_s=1000)
+    m = AvailabilityMemory(o)
+    m.refused("g", 0.0)
+    m.refused("g", 0.0)                         # the same batch: two over the cap
+    m.observe({"g": 10, "h": 3}, 5.0)           # it holds 10 (in flight included)
+    assert m.unavailable(150.0) == {"g"}        # past the hold, at its cap: still out
+    assert m.room(150.0) == {}
+    m.observe({"g": 8}, 200.0)                  # two of its nodes went: room for two
+    assert m.unavailable(200.0) == frozenset() and m.room(200.0) == {"g": 2}
+    assert m.probing(200.0) == frozenset()      # no probe needed below the cap
+    m.observe({"g": 10}, 210.0)
+    assert m.unavailable(210.0) == {"g"} and m.room(210.0) == {}
+    m.observe({"g": 11}, 220.0)                 # more than the cap: capacity grew
+    assert m.unavailable(220.0) == frozenset() and m.room(220.0) == {}
+
+
+def test_a_learned_cap_is_forgotten_after_cap_ttl_and_never_learned_from_plain_errors():
+    m = AvailabilityMemory(AvailabilityOptions(ttl_s=100, cap_ttl_s=1000))
+    m.refused("g", 0.0)
+    m.refused("e", 0.0, stockout=False)         # an error that names no capacity
+    m.observe({"g": 4, "e": 4}, 1.0)
+    assert m.unavailable(500.0) == {"g"}
+    m.observe({"g": 4, "e": 4}, 1000.0)
+    assert m.unavailable(1000.0) == frozenset()         # one retry, the cap forgotten
+    assert m.probing(1000.0) == {"g", "e"}              # hold over, nothing landed since
+    off = AvailabilityMemory(AvailabilityOptions(ttl_s=100, cap_ttl_s=0))
+    off.refused("g", 0.0)
+    off.observe({"g": 4}, 1.0)
+    assert off.unavailable(150.0) == frozenset()        # caps off: the old retry
+
+
+def test_probes_at_a_cap_back_off_while_they_are_refused():
+    m = AvailabilityMemory(AvailabilityOptions(ttl_s=100, probe_interval_s=30, backoff=2,
+                                               max_ttl_s=1800, cap_ttl_s=10_000))
+    m.refused("g", 0.0)
+    m.observe({"g": 2}, 1.0)
+    assert m.probing(29.0) == frozenset() and m.probing(30.0) == {"g"}
+    m.refused("g", 30.0)                        # the probe was refused
+    m.observe({"g": 2}, 31.0)
+    assert m.probing(89.0) == frozenset() and m.probing(90.0) == {"g"}    # 60 s now
+    m.refused("g", 90.0)
+    m.observe({"g": 2}, 91.0)
+    assert m.probing(209.0) == frozenset() and m.probing(210.0) == {"g"}  # 120 s
+    m.succeeded("g", 300.0)                     # something of it landed: back to 30 s
+    assert m.probing(330.0) == {"g"}
+
+
+def test_live_counts_are_a_problems_nodes_per_group():
+    from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, build_problem
+    from vecsched.engine.tick import live_counts
+    types = [NodeTypeSpec("a", {"CPU": 4.0}, max_workers=5),
+             NodeTypeSpec("b", {"CPU": 8.0}, max_workers=5)]
+    from vecsched.engine.model.dtypes import Status
+    nodes = [NodeSpec("a", status=Status.QUEUED), NodeSpec("a", total={"CPU": 4.0},
+                                                          available={"CPU": 4.0})]
+    p = build_problem(types, nodes, [])
+    assert live_counts(p) == {"a": 2}

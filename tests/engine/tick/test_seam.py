@@ -212,3 +212,14 @@ def test_limits_win_over_min_workers(mode):
     assert free.launches() == {"g8": 3}
     plan = schedule(p, mode=mode, limits=Limits(total={"GPU": 16}))
     assert plan.launches() == {"g8": 2} and len(plan.term_node) == 0
+
+
+@pytest.mark.parametrize("mode", ["efficient", "baseline"])
+def test_a_learned_room_caps_a_groups_launches(mode):
+    p = gpu_problem(pods=40)
+    free = schedule(p, mode=mode, options=_opts(mode))
+    first = max(free.launches().items(), key=lambda kv: kv[1])[0]
+    assert free.launches()[first] > 2
+    plan = schedule(p, mode=mode, options=_opts(mode), room={first: 2})
+    assert plan.launches()[first] == 2
+    assert schedule(p, options=None, room={first: 0}).launches() == schedule(p).launches()
