@@ -8,7 +8,9 @@ production tick never does.
 """
 from ._jit import njit_leaf
 from .fit import _fit_count, _take
+from .listorder import _placed
 from .pack import _commit
+from .pendclass import _firsts, _join, _leave
 from .pick import _invalidate, _pick_core
 from .score import _score
 from .sort import _sort_by
@@ -54,3 +56,27 @@ def score_once(total, order, free, present, placed_res, placed_gpu, gpu_col, con
 def sort_once(idx, key, tmp):
     """sort._sort_by"""
     _sort_by(idx, key, tmp)
+
+
+@njit_leaf
+def placed_once(lo, won, nw, hs, g, mark, won_in, status, new, nnew):
+    """listorder._placed"""
+    _placed(lo, won, nw, hs, g, mark, won_in, status, new, nnew)
+
+
+@njit_leaf
+def join_once(pc, c, m, at_head, tab, rep, rq):
+    """pendclass._join"""
+    _join(pc, c, m, at_head, tab, rep, rq)
+
+
+@njit_leaf
+def leave_once(pc, c, m):
+    """pendclass._leave"""
+    _leave(pc, c, m)
+
+
+@njit_leaf
+def firsts_once(pc, shapes, g, out):
+    """pendclass._firsts"""
+    return _firsts(pc, shapes, g, out)

@@ -38,6 +38,11 @@ class TickColumns:
     lvocab: Vocab          # label key -> label column: only the keys types and requests
                            # name (selectors, placement constraints); a node label no
                            # request reads decides nothing (placement groups add one each)
+    node_keys: int         # the first node_keys label keys are the ones a node can carry
+                           # at the start of the tick (node_label's width); the others
+                           # are named only by placement constraints and carried by no
+                           # node, type or selector (a pending placement group's own
+                           # ``_PG_<hex>``, one per group with a STRICT strategy)
     values: Vocab          # label value -> id ("" is a value: placement-group markers)
     total_cols: np.ndarray     # column of each entry of the running nodes' total maps
     avail_cols: np.ndarray     # ... of their available maps (-1: a private resource)
@@ -63,6 +68,7 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
     collect_names(specs, vocab, lvocab)
     if len(maps) > 2 and DO_NOT_DISRUPT in maps[2].names:
         lvocab.add(DO_NOT_DISRUPT)      # read by the efficient mode's consolidation
+    lvocab, node_keys = _node_keys_first(lvocab, types, maps, specs)
     # Names in several nodes' totals that are not bundle resources get a column
     # (object_store_memory, accelerator markers): one count finds them, so only
     # the rare rest goes through new_names entry by entry.
@@ -86,7 +92,29 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
         known = -1
     if len(vocab) > known:              # names that got a column since (or a new order)
         tc, ac = maps[0].columns(vocab.ids), maps[1].columns(vocab.ids)
-    return TickColumns(vocab, lvocab, values, tc, ac, vocab.implicit_mask(implicit_prefix))
+    return TickColumns(vocab, lvocab, node_keys, values, tc, ac,
+                       vocab.implicit_mask(implicit_prefix))
+
+
+def _node_keys_first(lvocab: Vocab, types, maps: tuple, specs: list) -> tuple:
+    """The label keys with the ones a node can carry first (a type's, a running
+    node's, a selector's: their order kept), then the ones only placement
+    constraints name (their order kept); and how many of the first kind. A
+    placement group pending with a STRICT strategy names its own key, which no
+    node carries yet: kept out of the node rows, a tick of G such groups does
+    not hold an (N, G) label matrix."""
+    held = {k for ts in types for k in ts.labels}
+    if len(maps) > 2 and maps[2].kid.size:
+        names = maps[2].names
+        held.update(names[k] for k in np.unique(maps[2].kid).tolist())
+    for rs in {id(rs): rs for rs in specs}.values():
+        for sel in rs.label_selectors:
+            held.update(con[0] for con in sel)
+    names = lvocab.names
+    first = [k for k in names if k in held]
+    if len(first) == len(names):
+        return lvocab, len(names)
+    return Vocab(first + [k for k in names if k not in held]), len(first)
 
 
 def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray,
