@@ -25,6 +25,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.internal import api_implementation
 from ray.core.generated.autoscaler_pb2 import NodeState
 
+from vecsched.engine.kernels._cache import shipped
 from vecsched.engine.model.node_columns import FlatMaps
 
 _FIELDS = NodeState.DESCRIPTOR.fields_by_name
@@ -200,6 +201,9 @@ def _intern(buf, off, length):
             slot = (slot + 1) & (size - 1)
     return ids, first[:nd]
 
+
+for _kernel in (_varint, _skip, _which, _count, _place, _intern):
+    shipped(_kernel)                    # a read-only cache built at install time
 
 _SERIALIZE = methodcaller("SerializeToString")
 

@@ -1,11 +1,14 @@
 """All numba options in one place.
 
 ``cache=True`` keeps compiled kernels on disk (next to the sources, or in
-NUMBA_CACHE_DIR) so a warm start skips compilation. fastmath stays off: the
+NUMBA_CACHE_DIR; read only from VECSCHED_KERNEL_CACHE, _cache.py) so a warm start
+skips compilation. fastmath stays off: the
 score must round exactly as CPython does (Ray computes it in Python floats).
 """
 import numba
 from numba.core.registry import CPUDispatcher
+
+from ._cache import shipped
 
 # forceinline is explicit everywhere: numba passes it on to callees compiled
 # from within a kernel that sets it and not they themselves.
@@ -14,7 +17,12 @@ OPTS = dict(cache=True, nogil=True, fastmath=False, boundscheck=False, no_cfunc_
 
 
 def njit(*args, **kw):
-    return numba.njit(*args, **{**OPTS, **kw})
+    """numba.njit with OPTS; a cached kernel also reads a cache shipped with the
+    install (_cache.py, ``VECSCHED_KERNEL_CACHE``)."""
+    got = numba.njit(*args, **{**OPTS, **kw})
+    if args and callable(args[0]):
+        return shipped(got)
+    return lambda fn: shipped(got(fn))
 
 
 def njit_leaf(*args, hot=False, **kw):
