@@ -27,7 +27,7 @@ from .fitindex import _fit_index, _holders
 from .listorder import NOUT, _list_order, _placed
 from .loop import _run_loop
 from .nodeclass import _class_of, _class_table, _room_for
-from .pendclass import _firsts, _join, _leave, _pend_classes, _pend_room
+from .pendclass import _firsts, _join_head, _join_tail, _leave, _pend_classes, _pend_room
 from .pick import _pick_core, _pick_scratch
 from .records import Cands, Classes, LoopMode, Source
 from .slots import _mark, _win
@@ -151,12 +151,12 @@ def _reclass(won, nw, new, nnew, cls, pc, tab, ps, lm, rep):
         if status[m] != _RUNNING:
             c = _class_of(m, tab, ps, lm)
             cls[m] = c
-            _join(pc, c, m, True, tab, rep, rq)
+            _join_head(pc, c, m, tab, rep, rq)
     for j in range(nnew):
         m = new[j]
         c = _class_of(m, tab, ps, lm)
         cls[m] = c
-        _join(pc, c, m, False, tab, rep, rq)
+        _join_tail(pc, c, m, tab, rep, rq)
 
 
 @njit
@@ -231,7 +231,7 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
         m = lo.out[i]
         c = _class_of(m, tab, ps, lm)
         cls[m] = c
-        _join(pc, c, m, False, tab, gr.shape_row, rq)
+        _join_tail(pc, c, m, tab, gr.shape_row, rq)
     from_tmpl = np.full(Mcap - M0, -1, dtype=np.int64)
     # Nodes of each type in the list (only launches change it).
     have = np.zeros(T, dtype=np.int64)

@@ -81,22 +81,35 @@ def _list_class(pc, c, tab, rep, rq):
 
 
 @njit_inner
-def _join(pc, c, m, at_head, tab, rep, rq):
-    """Slot m joins class c, first (``at_head``) or last."""
+def _only(pc, c, m, tab, rep, rq):
+    """Slot m becomes the one member of the empty class c."""
+    pc.head[c], pc.tail[c] = m, m
+    pc.nxt[m], pc.prv[m] = -1, -1
+    _list_class(pc, c, tab, rep, rq)
+
+
+@njit_inner
+def _join_head(pc, c, m, tab, rep, rq):
+    """Slot m joins class c as its first member."""
     if pc.head[c] < 0:
-        pc.head[c], pc.tail[c] = m, m
-        pc.nxt[m], pc.prv[m] = -1, -1
-        _list_class(pc, c, tab, rep, rq)
-    elif at_head:
-        h = pc.head[c]
-        pc.nxt[m], pc.prv[m] = h, -1
-        pc.prv[h] = m
-        pc.head[c] = m
-    else:
-        t = pc.tail[c]
-        pc.prv[m], pc.nxt[m] = t, -1
-        pc.nxt[t] = m
-        pc.tail[c] = m
+        _only(pc, c, m, tab, rep, rq)
+        return
+    h = pc.head[c]
+    pc.nxt[m], pc.prv[m] = h, -1
+    pc.prv[h] = m
+    pc.head[c] = m
+
+
+@njit_inner
+def _join_tail(pc, c, m, tab, rep, rq):
+    """Slot m joins class c as its last member."""
+    if pc.head[c] < 0:
+        _only(pc, c, m, tab, rep, rq)
+        return
+    t = pc.tail[c]
+    pc.prv[m], pc.nxt[m] = t, -1
+    pc.nxt[t] = m
+    pc.tail[c] = m
 
 
 @njit_inner

@@ -10,7 +10,7 @@ from ._jit import njit_leaf
 from .fit import _fit_count, _take
 from .listorder import _placed
 from .pack import _commit
-from .pendclass import _firsts, _join, _leave
+from .pendclass import _firsts, _join_head, _join_tail, _leave
 from .pick import _invalidate, _pick_core
 from .score import _score
 from .sort import _sort_by
@@ -66,8 +66,11 @@ def placed_once(lo, won, nw, hs, g, mark, won_in, status, new, nnew):
 
 @njit_leaf
 def join_once(pc, c, m, at_head, tab, rep, rq):
-    """pendclass._join"""
-    _join(pc, c, m, at_head, tab, rep, rq)
+    """pendclass._join_head (at_head) or _join_tail"""
+    if at_head:
+        _join_head(pc, c, m, tab, rep, rq)
+    else:
+        _join_tail(pc, c, m, tab, rep, rq)
 
 
 @njit_leaf
