@@ -30,6 +30,7 @@ from .nodeclass import _class_of, _class_table, _room_for
 from .pendclass import _firsts, _join_head, _join_tail, _leave, _pend_classes, _pend_room
 from .pick import _pick_core, _pick_scratch
 from .records import Cands, Classes, LoopMode, Source
+from .runclass import _firsts_only, _left, _run_classes
 from .slots import _mark, _win
 from .sort import _sort_by
 from .walkcache import _keep, _prefill, _walk_cache, _walk_class
@@ -220,6 +221,7 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
             running[nrun] = m
             nrun += 1
     ix = _fit_index(gr.shape_row, running[:nrun], free, rq)
+    rc = _run_classes(running[:nrun], ps, Mcap)
     mark = np.full(Mcap, -1, dtype=np.int64)
     lm = np.empty(R, dtype=np.bool_)
     # The class of each non-running slot of the list (-1: running, or not in it).
@@ -253,6 +255,7 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
     scratch_all = np.zeros(K_max, dtype=np.int64)
     tmpl_slot = np.empty(C_max, dtype=np.int64)     # the template loop's candidates
     held = np.empty(max(nrun, 1), dtype=np.int64)
+    held_first = np.empty(max(nrun, 1), dtype=np.int64)
     firsts = np.empty(C_max, dtype=np.int64)
     tmp = np.empty(C_max, dtype=np.int64)
     block = np.empty(C_max, dtype=np.int64)
@@ -294,15 +297,16 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
         nh = _holders(ix, shapes, free, rq, mark, g, held)
         hs = held[:nh]
         _sort_by(hs, key, tmp[:nh])
-        # The gang's candidates in list order: its holders, and of the non-running
-        # nodes the first member of each class that holds a unit of a live shape
-        # (Ray's NodeStateCache; the others place nothing, or wait in their class
-        # behind the first member and take its place, at their own position, when
-        # it wins).
+        # The gang's candidates in list order: of its holders, the ones alone or
+        # first in their class (kernels/runclass.py), and of the non-running nodes
+        # the first member of each class that holds a unit of a live shape (Ray's
+        # NodeStateCache; the others place nothing, or wait in their class behind
+        # the first member and take its place, at their own position, when it wins).
+        hf = held_first[: _firsts_only(hs, rc, held_first)]
         nr = _firsts(pc, shapes, g, firsts)
         fs = firsts[:nr]
         _sort_by(fs, key, tmp[:nr])
-        nf = _merge_by_key(hs, fs, key, slot)
+        nf = _merge_by_key(hf, fs, key, slot)
         taken = taken_all[: C_max * K].reshape((C_max, K))
         ec = Cands(slot, alive, fresh, taken, placed, label_score, gpu_ok, match,    # existing
                    util_min, util_mean)                                           # nodes
@@ -329,6 +333,8 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
             _win(m, i, ec, nf, ps, runs, left, scratch, changed)
             if status[m] != _RUNNING and pc.nxt[m] >= 0:
                 nf = _insert(pc.nxt[m], i, nf, key, ec)   # the next member tries the class
+            elif status[m] == _RUNNING and rc.of[m] >= 0 and rc.nxt[m] >= 0:
+                nf = _insert(rc.nxt[m], i, nf, key, ec)
             block[nw] = m
             won_in[m] = g
             nw += 1
@@ -373,6 +379,7 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
         tab = _room_for(tab, nw + launched)
         pc = _pend_room(pc, tab.nxt.shape[0], nw + launched)
         _reclass(block, nw, won, launched, cls, pc, tab, ps, lm, gr.shape_row)
+        _left(block, nw, rc)
         for j in range(launched):
             lst[nn] = won[j]
             nn += 1

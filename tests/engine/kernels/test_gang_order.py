@@ -116,3 +116,47 @@ def test_class_lists_match_twin(seed):
             assert k == len(set(out[:k].tolist()))
         for m, c in of.items():
             assert pc.nxt[m] == ref.next_of(c, m)
+
+
+def test_identical_running_nodes_equal_the_twin(monkeypatch):
+    """Many running nodes alike in every row (kernels/runclass.py: only the first
+    of each class is a candidate, the next takes its place when it wins), under
+    gangs of every strategy, anti-affinity among them, and pending nodes: the gang
+    kernel against its slow twin (a Packer.run per gang), and classes did form."""
+    from vecsched.engine import schedule
+    from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, build_problem
+    from vecsched.engine.model.requests import GangSpec, RequestSpec
+
+    from tests.engine.raycompat.test_engine_properties import _plans_equal, _twin_schedule
+
+    rng = np.random.default_rng(7)
+    types = [NodeTypeSpec("c", {"CPU": 8.0, "memory": 32.0}, max_workers=400),
+             NodeTypeSpec("g", {"CPU": 8.0, "GPU": 1.0, "memory": 32.0}, max_workers=40)]
+    nodes = []
+    for i in range(160):
+        t = "g" if i % 9 == 0 else "c"
+        free = float(rng.choice([0.0, 1.0, 2.0, 4.0]))
+        total = {"CPU": 8.0, "memory": 32.0, **({"GPU": 1.0} if t == "g" else {})}
+        avail = {"CPU": free, "memory": 16.0, **({"GPU": 1.0} if t == "g" else {})}
+        nodes.append(NodeSpec(t, total=total, available=avail, ray_node_id=f"n{i}", idle_ms=0))
+    nodes += [NodeSpec("c", status=1) for _ in range(5)]          # pending
+    gangs = []
+    for g in range(70):
+        k = int(rng.integers(1, 5))
+        b = {"CPU": float(rng.choice([1.0, 2.0])), **({"GPU": 1.0} if g % 7 == 0 else {})}
+        how = g % 3
+        kw = ({"anti_affinity": (f"_PG_{g}", "")} if how == 1 else
+              {"affinity": (f"_PG_{g}", "")} if how == 2 else {})
+        gangs.append(GangSpec([RequestSpec(dict(b), 1, **kw) for _ in range(k)]))
+    p = build_problem(types, nodes, [RequestSpec({"CPU": 1.0}, 50)], idle_timeout_s=60.0,
+                      gangs=gangs)
+    plan = schedule(p)
+    _plans_equal(plan, _twin_schedule(p, monkeypatch), "identical running nodes")
+    assert plan.gang_infeasible.sum() < p.G // 2 and plan.place_count.sum() == 50
+    from vecsched.engine.kernels.runclass import _run_classes
+    from vecsched.engine.raycompat.context import DEMAND, Context
+    from vecsched.engine.raycompat.requests_view import Requests
+    ctx = Context(p)
+    run = ctx.nodes[ctx.status[ctx.nodes] == RUNNING].astype(np.int64)
+    rc = _run_classes(run, ctx.pack_state(DEMAND, Requests(p)), ctx.M)
+    assert (rc.of[run] >= 0).sum() > 100 and len(set(rc.of[run].tolist())) < 20
