@@ -117,6 +117,21 @@ def _node_keys_first(lvocab: Vocab, types, maps: tuple, specs: list) -> tuple:
     return Vocab(first + [k for k in names if k not in held]), len(first)
 
 
+def _prefixed(names: list, prefix: str) -> set:
+    """The indexes of the names that start with ``prefix``, found in one pass over
+    the names joined by NUL (one by one when a name holds a NUL)."""
+    joined = "\x00" + "\x00".join(names)
+    if joined.count("\x00") != len(names):
+        return {k for k, name in enumerate(names) if name.startswith(prefix)}
+    starts = np.cumsum([0] + [len(name) + 1 for name in names[:-1]]) if names else []
+    at, pat = [], "\x00" + prefix
+    i = joined.find(pat)
+    while i >= 0:
+        at.append(i)
+        i = joined.find(pat, i + 1)
+    return set(np.searchsorted(starts, np.asarray(at, np.int64)).tolist()) if at else set()
+
+
 def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray,
               implicit_prefix: str = IMPLICIT_PREFIX):
     """The resource names of the running nodes' maps without a column (``tc``,
@@ -148,11 +163,12 @@ def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray,
     distinct = distinct[np.argsort(first, kind="stable")]         # first-seen order
     names = tot.names
     # GPU, implicit resources, and names of several nodes that are not bundle
-    # resources (one test per distinct name; the usual one is a node's own)
-    many = set(np.flatnonzero(per_name > 1).tolist())
-    shared = [k for k, name in zip(distinct.tolist(), map(names.__getitem__, distinct.tolist()))
-              if name == GPU or name.startswith(implicit_prefix)
-              or (k in many and "_group_" not in name)]
+    # resources (the usual distinct name is a node's own: one set look-up each)
+    many = {k for k in np.flatnonzero(per_name > 1).tolist() if "_group_" not in names[k]}
+    many |= _prefixed(names, implicit_prefix)
+    if GPU in names:
+        many.add(names.index(GPU))
+    shared = [k for k in distinct.tolist() if k in many]
     mine = ~np.isin(ids, shared) if shared else np.ones(ids.size, bool)
     most = int(np.bincount(rows[mine]).max()) if mine.any() else 0
     return [names[k] for k in shared], most
