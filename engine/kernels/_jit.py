@@ -41,12 +41,13 @@ class _Inner(CPUDispatcher):
                         "without a Python entry point)")
 
 
-def njit_inner(fn=None, *, hot=False):
+def njit_inner(fn=None, *, hot=False, alloc=False):
     """``njit_leaf`` for a helper only kernels call: no Python entry point is
-    compiled for it (each one costs as much as a small kernel)."""
+    compiled for it (each one costs as much as a small kernel). ``alloc``: it
+    makes arrays (numba's reference counting on, as ``njit``)."""
     if fn is None:
-        return lambda f: njit_inner(f, hot=hot)
+        return lambda f: njit_inner(f, hot=hot, alloc=alloc)
     opts = {k: v for k, v in OPTS.items() if k != "cache"}
-    d = _Inner(fn, targetoptions={**opts, "nopython": True, "_nrt": False,
+    d = _Inner(fn, targetoptions={**opts, "nopython": True, "_nrt": alloc,
                                   "no_cpython_wrapper": True, "forceinline": hot})
     return d              # not cached on its own: its callers' cache holds its code

@@ -46,7 +46,7 @@ class Journal(NamedTuple):
     label: np.ndarray       # (n, L) i4
 
 
-@njit
+@njit_inner(alloc=True)
 def _journal(n, R, H, L):
     """Room to save the demand rows and labels of n slots."""
     rows = Source(np.empty((n, R), dtype=np.float64), np.empty((n, R), dtype=np.bool_),

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._jit import njit, njit_inner
+from ._jit import njit_inner
 
 _RUNNING = 5                  # Status.RAY_RUNNING
 ZONE_F = np.int64(1) << 58    # FRONT counts down and MID up from here
@@ -45,7 +45,7 @@ class ListOrder(NamedTuple):
     ctr: np.ndarray     # (6,) i8 FRONT, MID, BHEAD, TAIL, NRUN, NOUT
 
 
-@njit
+@njit_inner(alloc=True)
 def _list_order(nodes, status, Mcap, cap):
     """The order of the node list ``nodes`` (slot ids) with room for ``cap``
     list entries: every node behind the front, in list order."""

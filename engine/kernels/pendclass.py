@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._jit import njit, njit_inner
+from ._jit import njit_inner
 from .fit import _holds
 
 
@@ -35,7 +35,7 @@ class PendClasses(NamedTuple):
     stamp: np.ndarray     # (C,) i8 the last gang that took the class's first member
 
 
-@njit
+@njit_inner(alloc=True)
 def _pend_classes(C, Mcap, S):
     """Room for C classes, Mcap slots and S shapes; no members."""
     W = 16
@@ -45,7 +45,7 @@ def _pend_classes(C, Mcap, S):
                        np.zeros((C, S), dtype=np.bool_), np.full(C, -1, dtype=np.int64))
 
 
-@njit
+@njit_inner(alloc=True)
 def _pend_room(pc, C, k):
     """pc with room for C classes and k more entries in every shape's list."""
     C0, S, W = pc.head.shape[0], pc.by_shape.shape[0], pc.by_shape.shape[1]

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._jit import njit, njit_inner
+from ._jit import njit_inner
 
 _SIZE_MIN = 64
 
@@ -75,7 +75,7 @@ def _alike(a, b, ps):
     return True
 
 
-@njit
+@njit_inner(alloc=True)
 def _run_classes(running, ps, Mcap):
     """The classes of the untouched running slots ``running`` (in list order)."""
     n = running.shape[0]

@@ -6,11 +6,12 @@ the kernels call them, and a Python wrapper for each costs compile time at
 every cold start); these wrappers are compiled only when first called, which a
 production tick never does.
 """
-from ._jit import njit_leaf
+from ._jit import njit, njit_leaf
 from .fit import _fit_count, _take
-from .listorder import _placed
+from .listorder import _list_order, _placed
 from .pack import _commit
-from .pendclass import _firsts, _join_head, _join_tail, _leave
+from .pendclass import _firsts, _join_head, _join_tail, _leave, _pend_classes, _pend_room
+from .runclass import _run_classes
 from .pick import _invalidate, _pick_core
 from .score import _score
 from .sort import _sort_by
@@ -83,3 +84,27 @@ def leave_once(pc, c, m):
 def firsts_once(pc, shapes, g, out):
     """pendclass._firsts"""
     return _firsts(pc, shapes, g, out)
+
+
+@njit
+def list_order_once(nodes, status, Mcap, cap):
+    """listorder._list_order"""
+    return _list_order(nodes, status, Mcap, cap)
+
+
+@njit
+def pend_classes_once(C, Mcap, S):
+    """pendclass._pend_classes"""
+    return _pend_classes(C, Mcap, S)
+
+
+@njit
+def pend_room_once(pc, C, k):
+    """pendclass._pend_room"""
+    return _pend_room(pc, C, k)
+
+
+@njit
+def run_classes_once(running, ps, Mcap):
+    """runclass._run_classes"""
+    return _run_classes(running, ps, Mcap)

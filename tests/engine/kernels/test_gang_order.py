@@ -8,10 +8,11 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from vecsched.engine.kernels.listorder import _list_order
-from vecsched.engine.kernels.pendclass import _pend_classes, _pend_room
-from vecsched.engine.kernels.steps import (firsts_once, join_once, leave_once, placed_once,
-                                           sort_once)
+from vecsched.engine.kernels.steps import (firsts_once, join_once, leave_once,
+                                           list_order_once as _list_order,
+                                           pend_classes_once as _pend_classes,
+                                           pend_room_once as _pend_room, placed_once,
+                                           run_classes_once, sort_once)
 
 from tests.kits.twins import ClassListsRef, gang_list_ref
 
@@ -153,10 +154,9 @@ def test_identical_running_nodes_equal_the_twin(monkeypatch):
     plan = schedule(p)
     _plans_equal(plan, _twin_schedule(p, monkeypatch), "identical running nodes")
     assert plan.gang_infeasible.sum() < p.G // 2 and plan.place_count.sum() == 50
-    from vecsched.engine.kernels.runclass import _run_classes
     from vecsched.engine.raycompat.context import DEMAND, Context
     from vecsched.engine.raycompat.requests_view import Requests
     ctx = Context(p)
     run = ctx.nodes[ctx.status[ctx.nodes] == RUNNING].astype(np.int64)
-    rc = _run_classes(run, ctx.pack_state(DEMAND, Requests(p)), ctx.M)
+    rc = run_classes_once(run, ctx.pack_state(DEMAND, Requests(p)), ctx.M)
     assert (rc.of[run] >= 0).sum() > 100 and len(set(rc.of[run].tolist())) < 20
