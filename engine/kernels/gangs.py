@@ -221,13 +221,13 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
             running[nrun] = m
             nrun += 1
     ix = _fit_index(gr.shape_row, running[:nrun], free, rq)
-    rc = _run_classes(running[:nrun], ps, Mcap)
     mark = np.full(Mcap, -1, dtype=np.int64)
     lm = np.empty(R, dtype=np.bool_)
     # The class of each non-running slot of the list (-1: running, or not in it).
     cls = np.full(Mcap, -1, dtype=np.int32)   # IDX, as the Python packer's
     npend = lo.ctr[NOUT]
-    tab = _class_table(npend + 64, R, L)     # grows as classes are founded
+    tab = _class_table(npend + nrun + 64, R, L)     # grows as classes are founded
+    rc = _run_classes(running[:nrun], ps, Mcap, tab, lm)
     pc = _pend_room(_pend_classes(tab.nxt.shape[0], Mcap, S), tab.nxt.shape[0], npend)
     for i in range(npend):
         m = lo.out[i]

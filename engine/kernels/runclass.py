@@ -14,37 +14,22 @@ Members keep their order in Ray's list: two of them hold the same shapes, so
 every gang visits both or neither (kernels/listorder.py keeps the relative
 order of the nodes a gang visits and of those it does not). A member leaves
 its class, for good, when it wins in a placed gang; the winners of one class in
-one gang are its first members, in order. Classes are found once per call, by
-a digest of the rows, and confirmed by comparing the rows with the first
-member's.
+one gang are its first members, in order. Classes are found once per call, in
+the gang kernel's table of Ray's node-state classes (kernels/nodeclass.py), and
+split by the totals' dict order, which those classes do not compare.
 """
-import math
 from typing import NamedTuple
 
 import numpy as np
 
 from ._jit import njit_inner
-
-_SIZE_MIN = 64
+from .nodeclass import _class_of
 
 
 class RunClasses(NamedTuple):
     of: np.ndarray        # (Mcap,) i8 class of each running slot, -1 alone
     head: np.ndarray      # (C,) i8 first member still in the class
     nxt: np.ndarray       # (Mcap,) i8 next member, -1 none
-
-
-@njit_inner(hot=True)
-def _digest(m, ps):
-    sl, src = ps.slots, ps.src
-    h = sl.type[m] * 31.0 + sl.kind[m] + sl.prio[m] * 7.0 + sl.rec[m] * 3.0 + sl.avail[m]
-    for r in range(sl.total.shape[1]):
-        h = h * 1.0000001 + sl.total[m, r] + 0.5 * sl.order[m, r]
-        h = h * 1.0000003 + (src.free[m, r] + 0.5 if src.present[m, r] else 0.25)
-    acc = np.int64(0)
-    for j in range(sl.label.shape[1]):
-        acc += (np.int64(sl.label[m, j]) + 2) * (2 * j + 1)
-    return h * 1.0000007 + (acc % 1000003)
 
 
 @njit_inner
@@ -58,67 +43,47 @@ def _untouched(m, ps):
     return True
 
 
-@njit_inner
-def _alike(a, b, ps):
-    """Whether running slots a and b are equal in every row a walk or a score reads."""
-    sl, src = ps.slots, ps.src
-    if (sl.type[a] != sl.type[b] or sl.kind[a] != sl.kind[b] or sl.prio[a] != sl.prio[b]
-            or sl.rec[a] != sl.rec[b] or sl.avail[a] != sl.avail[b]):
-        return False
-    for r in range(sl.total.shape[1]):
-        if (sl.total[a, r] != sl.total[b, r] or sl.order[a, r] != sl.order[b, r]
-                or src.present[a, r] != src.present[b, r] or src.free[a, r] != src.free[b, r]):
-            return False
-    for j in range(sl.label.shape[1]):
-        if sl.label[a, j] != sl.label[b, j]:
-            return False
-    return True
-
-
 @njit_inner(alloc=True)
-def _run_classes(running, ps, Mcap):
-    """The classes of the untouched running slots ``running`` (in list order)."""
-    n = running.shape[0]
-    P = _SIZE_MIN
-    while P < 2 * n:
-        P *= 2
-    dig = np.zeros(P, dtype=np.float64)
-    first = np.full(P, -1, dtype=np.int64)      # a class's first member, by digest slot
-    cls_at = np.full(P, -1, dtype=np.int64)
+def _run_classes(running, ps, Mcap, tab, lm):
+    """The classes of the untouched running slots ``running`` (in list order).
+    A class is a NodeStateCache class of kernels/nodeclass.py (type, kind, listed
+    totals, availability, labels: ``tab`` must have room for one per slot; lm
+    (R,) scratch) whose members also list their totals in the same dict order;
+    for a running slot the type decides the pick key's tie-breakers (priority,
+    recoverable and cloud availability). A slot whose order differs from its
+    class's first member's stays alone."""
+    order = ps.slots.order
+    C = tab.nxt.shape[0]
     of = np.full(Mcap, -1, dtype=np.int64)
     nxt = np.full(Mcap, -1, dtype=np.int64)
-    head = np.empty(max(n, 1), dtype=np.int64)
-    tail = np.empty(max(n, 1), dtype=np.int64)
-    size = np.zeros(max(n, 1), dtype=np.int64)
-    C = 0
-    for i in range(n):
+    head = np.full(C, -1, dtype=np.int64)
+    tail = np.full(C, -1, dtype=np.int64)
+    size = np.zeros(C, dtype=np.int64)
+    for i in range(running.shape[0]):
         m = running[i]
         if not _untouched(m, ps):
             continue
-        h = _digest(m, ps)
-        mant, ex = math.frexp(h)
-        e = (np.int64((abs(mant) - 0.5) * 9007199254740992.0) + ex) & (P - 1)
-        c = -1
-        while first[e] >= 0:
-            if dig[e] == h and _alike(first[e], m, ps):
-                c = cls_at[e]
-                break
-            e = (e + 1) & (P - 1)
-        if c < 0:
-            c = C
-            C += 1
-            dig[e], first[e], cls_at[e] = h, m, c
+        c = _class_of(m, tab, ps, lm)
+        if head[c] < 0:
             head[c] = m
         else:
+            f = head[c]
+            same = True
+            for r in range(order.shape[1]):
+                if order[f, r] != order[m, r]:
+                    same = False
+                    break
+            if not same:
+                continue
             nxt[tail[c]] = m
         tail[c] = m
         of[m] = c
         size[c] += 1
-    for i in range(n):                 # a class of one is no class
+    for i in range(running.shape[0]):          # a class of one is no class
         m = running[i]
         if of[m] >= 0 and size[of[m]] == 1:
             of[m] = -1
-    return RunClasses(of, head[:max(C, 1)].copy(), nxt)
+    return RunClasses(of, head, nxt)
 
 
 @njit_inner

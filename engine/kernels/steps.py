@@ -9,6 +9,7 @@ production tick never does.
 from ._jit import njit, njit_leaf
 from .fit import _fit_count, _take
 from .listorder import _list_order, _placed
+from .nodeclass import _class_table
 from .pack import _commit
 from .pendclass import _firsts, _join_head, _join_tail, _leave, _pend_classes, _pend_room
 from .runclass import _run_classes
@@ -105,6 +106,12 @@ def pend_room_once(pc, C, k):
 
 
 @njit
-def run_classes_once(running, ps, Mcap):
+def run_classes_once(running, ps, Mcap, tab, lm):
     """runclass._run_classes"""
-    return _run_classes(running, ps, Mcap)
+    return _run_classes(running, ps, Mcap, tab, lm)
+
+
+@njit
+def class_table_once(n, R, L):
+    """nodeclass._class_table"""
+    return _class_table(n, R, L)

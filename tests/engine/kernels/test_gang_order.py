@@ -158,5 +158,8 @@ def test_identical_running_nodes_equal_the_twin(monkeypatch):
     from vecsched.engine.raycompat.requests_view import Requests
     ctx = Context(p)
     run = ctx.nodes[ctx.status[ctx.nodes] == RUNNING].astype(np.int64)
-    rc = run_classes_once(run, ctx.pack_state(DEMAND, Requests(p)), ctx.M)
+    from vecsched.engine.kernels.steps import class_table_once
+    rc = run_classes_once(run, ctx.pack_state(DEMAND, Requests(p)), ctx.M,
+                          class_table_once(run.size + 1, p.R, ctx.label.shape[1]),
+                          np.empty(p.R, bool))
     assert (rc.of[run] >= 0).sum() > 100 and len(set(rc.of[run].tolist())) < 20
