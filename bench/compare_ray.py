@@ -1,11 +1,12 @@
 """Time Ray 2.60's ResourceDemandScheduler against EngineScheduler on one request,
 and check that they decide the same.
 
-    python -m bench.compare_ray [--nodes 1000] [--requests 1000] [--shapes 20]
-        [--scenario saturated|fragmented] [--seed 0] [--repeat 5] [--ray-cap 60]
-        [--grid] [--json] [--profile TOP]
-    python -m bench.compare_ray --mode efficient [--rows 1000/1000/50,1000/30000/0,...]
-        [--repeat 5] [--eff-cap 300] [--ray-cap 60] [--no-ray] [--json]
+    python -m bench.compare_ray [--nodes 1000] [--requests|--units 1000] [--shapes 20]
+        [--gangs|--groups 0] [--scenario saturated|fragmented] [--seed 0] [--repeat 5]
+        [--ray-cap 60] [--no-ray] [--grid | --rows scale|N/U/G,...] [--json] [--profile TOP]
+    python -m bench.compare_ray --mode efficient [--rows scale|1000/1000/50,...]
+        [--nodes N --units U --groups G] [--repeat 5] [--eff-cap 300] [--ray-cap 60]
+        [--no-ray] [--json]
 
 One SchedulingRequest is built from the seeded generator in
 bench/benchmarks/common.py (building is not timed). The engine is warmed up first
@@ -14,7 +15,12 @@ process: a single ``schedule()`` call still running after --ray-cap seconds is
 killed and reported as "> cap"; Ray repeats only while the next run is expected to
 finish within the cap (docs/ray-semantics.md §12 protocol). Then the engine runs in
 this process. Every call gets its own deep copy of the request (copying is not
-timed). Times are ``time.perf_counter`` medians.
+timed). Times are ``time.perf_counter`` medians; beside them the engine's CPU
+seconds (``time.process_time``, less moved by other jobs on a shared machine) and
+the peak resident-memory growth of its calls (bench/benchmarks/peak_rss.py: the
+largest rise of the process's peak above its size before a call).
+``--rows scale`` runs the largest clusters (``SCALE_ROWS``: 10k / 100k / 1,000 up
+to 50k / 1M / 5,000, cluster_v2); ``--no-ray`` leaves Ray's own scheduler out.
 
 Decisions are compared as in docs/ray-semantics.md §8: launches as a multiset of
 instance types, terminations as a set of (instance_id, cause), infeasible requests
@@ -35,6 +41,7 @@ instance across calls, median of --repeat after one untimed call) next to
 is timed first, on a tiny tick, and reported on its own. Efficient ticks run in a
 forked child capped at --eff-cap seconds per call (a tick still running is
 reported as "> cap"), and so do ray-compat's, so both see the same process;
+``--nodes/--units/--groups`` without ``--rows`` make one row;
 the EngineScheduler calls run in this process, the efficient ones only when its
 tick ended within the cap. Decisions are not compared: the efficient mode plans
 differently by design (its launches are listed).
@@ -51,9 +58,13 @@ import time
 from collections import Counter
 
 from bench.benchmarks import common
+from bench.benchmarks.peak_rss import PeakRss, mib
 
 GRID = [(n, k, scen) for scen in ("saturated", "fragmented")
         for n in (100, 1000, 3000) for k in (1000, 10000)]
+# The largest clusters (nodes / units / placement groups, cluster_v2): ``--rows scale``.
+SCALE_ROWS = ((10000, 100000, 1000), (30000, 300000, 3000), (50000, 1000000, 0),
+              (50000, 100000, 1000), (50000, 1000000, 5000))
 
 
 # ---- decisions ------------------------------------------------------------------------
@@ -176,17 +187,23 @@ def time_engine(req, repeat: int) -> dict:
     # One instance across runs, as inside the autoscaler: its first call starts
     # with empty caches (resource columns, placement groups decoded last tick).
     sched = EngineScheduler()
-    runs, timing, decs = [], [], []
+    runs, cpus, peaks, timing, decs = [], [], [], [], []
     for _ in range(repeat):
         r = copy.deepcopy(req)
-        t0 = time.perf_counter()
-        reply = sched.schedule(r)
-        runs.append(time.perf_counter() - t0)
+        with PeakRss() as mem:
+            c0, t0 = time.process_time(), time.perf_counter()
+            reply = sched.schedule(r)
+            runs.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+        peaks.append(mem.growth)
         timing.append(dict(sched.last_timing))
         decs.append(decisions(reply))
+        del r
     stable = all(d == decs[0] for d in decs)
     parts = {k: statistics.median(t[k] for t in timing) for k in timing[0]} if timing and timing[0] else {}
     return {"runs": runs, "median_s": statistics.median(runs), "decisions": decs[0],
+            "cpu_median_s": statistics.median(cpus), "peak_growth_bytes": max(peaks),
+            "peak_exact": mem.exact,
             "deterministic": stable, "timing": parts, "stats": dict(sched.stats)}
 
 
@@ -205,12 +222,14 @@ def _spec(nodes, units, shapes, scenario, seed, gangs):
 
 
 def run_one(nodes, units, shapes, scenario, seed, repeat, cap, gangs=0,
-            engine_repeat=None) -> dict:
-    """One configuration: Ray ``repeat`` times (capped), the engine ``engine_repeat``
-    times (default ``repeat``; its calls are cheap, more of them steady the median)."""
+            engine_repeat=None, with_ray=True) -> dict:
+    """One configuration: Ray ``repeat`` times (capped; not with ``with_ray``
+    False), the engine ``engine_repeat`` times (default ``repeat``; its calls are
+    cheap, more of them steady the median)."""
     spec = _spec(nodes, units, shapes, scenario, seed, gangs)
     req = common.scheduling_request(spec)
-    ray = time_ray(req, repeat, cap)
+    ray = (time_ray(req, repeat, cap) if with_ray else
+           {"runs": [], "decisions": None, "error": None, "median_s": None})
     eng = time_engine(req, engine_repeat or repeat)
     row = {"scenario": scenario, "nodes": nodes, "requests": units, "shapes": shapes,
            "gangs": gangs,
@@ -219,7 +238,9 @@ def run_one(nodes, units, shapes, scenario, seed, repeat, cap, gangs=0,
            "ray_runs_s": ray["runs"],
            "ray_error": ray["error"],
            "engine_median_s": eng["median_s"], "engine_runs": len(eng["runs"]),
-           "engine_runs_s": eng["runs"],
+           "engine_runs_s": eng["runs"], "engine_cpu_median_s": eng["cpu_median_s"],
+           "engine_peak_growth_bytes": eng["peak_growth_bytes"],
+           "engine_peak_exact": eng["peak_exact"], "ray_run": with_ray,
            "engine_timing": eng["timing"], "engine_deterministic": eng["deterministic"],
            "engine_stats": eng["stats"], "engine": summary(eng["decisions"])}
     if ray["median_s"] is not None:
@@ -309,9 +330,13 @@ def _scheduler_call(req, mode: str):
 
     def call():
         r = copy.deepcopy(req)
-        t0 = time.perf_counter()
-        sched.schedule(r)
-        return time.perf_counter() - t0
+        with PeakRss() as mem:
+            t0 = time.perf_counter()
+            sched.schedule(r)
+            dt = time.perf_counter() - t0
+        call.peaks.append(mem.growth)
+        return dt
+    call.peaks = []
     return call
 
 
@@ -345,7 +370,7 @@ def run_efficient(nodes, units, gangs, scenario, seed, repeat, eff_cap, ray_cap,
     p = common.engine_problem(spec)
     req = common.scheduling_request(spec)
     # Both modes alike: each in a forked child of this process, capped per call.
-    runs, launched, e2e_runs, errors = {}, {}, {}, {}
+    runs, launched, e2e_runs, errors, peaks = {}, {}, {}, {}, {}
     for mode in ("ray-compat", "efficient"):
         got = _capped_runs(lambda mode=mode: schedule(p, mode=mode).n_launched, repeat, eff_cap)
         runs[mode], launched[mode], errors[mode] = got["runs"], got["first"], got["error"]
@@ -360,6 +385,7 @@ def run_efficient(nodes, units, gangs, scenario, seed, repeat, eff_cap, ray_cap,
         call = _scheduler_call(req, mode)
         call()
         e2e_runs[mode] = [call() for _ in range(repeat)]
+        peaks[mode] = max(call.peaks)
     rc, eff_runs = runs["ray-compat"], runs["efficient"]
     launched_rc, e2e_rc = launched["ray-compat"], e2e_runs["ray-compat"]
     ray = time_ray(req, repeat, ray_cap) if with_ray else None
@@ -378,6 +404,7 @@ def run_efficient(nodes, units, gangs, scenario, seed, repeat, eff_cap, ray_cap,
            "e2e_efficient_median_s": (med(e2e_runs["efficient"]) if e2e_runs["efficient"]
                                       else None),
            "e2e_efficient_error": errors["e2e efficient"],
+           "e2e_peak_growth_bytes": peaks,
            "ray_median_s": ray["median_s"] if ray else None,
            "ray_runs": len(ray["runs"]) if ray else 0, "ray_error": ray["error"] if ray else None}
     row["ratio_vs_ray_compat"] = (row["efficient_median_s"] / row["ray_compat_median_s"]
@@ -397,7 +424,8 @@ def efficient_table(rows: list, warm: dict) -> str:
            f"efficient {warm['efficient_s']:.2f} s (not in the rows)",
            "| nodes / units / groups | ray-compat ms | efficient ms (runs) | eff / ray-compat "
            "| Ray ms (runs) | Ray / eff | EngineScheduler e2e ms: ray-compat / efficient "
-           "| launched rc / eff |", "|" + "---|" * 8]
+           "| e2e peak RSS growth MiB: ray-compat / efficient | launched rc / eff |",
+           "|" + "---|" * 9]
     for r in rows:
         eff = _ms(r["efficient_median_s"]) if r["efficient_median_s"] is not None else \
             (f"> {r['eff_cap_s']:g} s" if not r["efficient_error"] else f"error {r['efficient_error']}")
@@ -412,22 +440,36 @@ def efficient_table(rows: list, warm: dict) -> str:
         e2e = _ms(r["e2e_efficient_median_s"]) if r["e2e_efficient_median_s"] is not None else \
             (f"> {r['eff_cap_s']:g} s" if not r["e2e_efficient_error"]
              else f"error {r['e2e_efficient_error']}")
+        pk = r["e2e_peak_growth_bytes"]
+        mem = " / ".join("-" if m not in pk else f"{mib(pk[m]):.0f}"
+                         for m in ("ray-compat", "efficient"))
         out.append(f"| {r['nodes']} / {r['requests']} / {r['gangs']} | "
                    f"{_ms(r['ray_compat_median_s'])} | {eff} ({len(r['efficient_runs_s'])}) | "
                    f"{ratio} | {ray} | {vs_ray} | {_ms(r['e2e_ray_compat_median_s'])} / {e2e} | "
-                   f"{r['launched_ray_compat']} / {r['launched_efficient']} |")
+                   f"{mem} | {r['launched_ray_compat']} / {r['launched_efficient']} |")
     return "\n".join(out)
 
 
+def parse_rows(text: str, default) -> list:
+    """--rows: ``scale`` (SCALE_ROWS), ``default`` or nodes/units/groups[,...]."""
+    if text in ("", "default"):
+        return list(default)
+    if text == "scale":
+        return list(SCALE_ROWS)
+    try:
+        rows = [tuple(int(x) for x in part.split("/")) for part in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"--rows: expected scale or nodes/units/groups[,...], got {text!r}")
+    if any(len(r) != 3 for r in rows):
+        raise SystemExit(f"--rows: expected scale or nodes/units/groups[,...], got {text!r}")
+    return rows
+
+
 def main_efficient(a) -> int:
-    rows_spec = EFFICIENT_ROWS
-    if a.rows:
-        try:
-            rows_spec = [tuple(int(x) for x in part.split("/")) for part in a.rows.split(",")]
-        except ValueError:
-            raise SystemExit(f"--rows: expected nodes/units/groups[,...], got {a.rows!r}")
-        if any(len(r) != 3 for r in rows_spec):
-            raise SystemExit(f"--rows: expected nodes/units/groups[,...], got {a.rows!r}")
+    if a.rows or (a.nodes, a.requests, a.gangs) == (None, None, None):
+        rows_spec = parse_rows(a.rows, EFFICIENT_ROWS)
+    else:                   # one row from --nodes / --units / --groups
+        rows_spec = [(a.nodes or 1000, a.requests or 1000, a.gangs or 0)]
     warm = warm_efficient()
     rows = []
     for n, k, g in rows_spec:
@@ -452,15 +494,18 @@ def _fmt_s(x) -> str:
 def table(rows: list[dict]) -> str:
     head = ("| scen | nodes | requests | shapes | gangs | ray median s (runs) "
             "| engine median s (runs; first call) | ratio | equal | launched | term | infeas "
-            "| engine decode / engine / encode s |")
-    out = [head, "|" + "---|" * 13]
+            "| engine decode / engine / encode s | engine CPU s | peak RSS growth MiB |")
+    out = [head, "|" + "---|" * 15]
     for r in rows:
-        if r["ray_median_s"] is None:
+        if not r.get("ray_run", True):
+            ray = "not run"
+        elif r["ray_median_s"] is None:
             ray = f"> {r['ray_cap_s']:g} s" if not r["ray_error"] else f"error {r['ray_error']}"
         else:
             ray = f"{_fmt_s(r['ray_median_s'])} ({r['ray_runs']})"
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.1f}x"
-        if r["ratio"] is None and r["ray_median_s"] is None and not r["ray_error"]:
+        if (r["ratio"] is None and r["ray_median_s"] is None and not r["ray_error"]
+                and r.get("ray_run", True)):
             ratio = f"> {r['ray_cap_s'] / r['engine_median_s']:.0f}x"
         eq = {True: "yes", False: "NO", None: "n/a"}[r["decisions_equal"]]
         if not r["engine_deterministic"]:
@@ -472,19 +517,22 @@ def table(rows: list[dict]) -> str:
                    f"{r.get('gangs', 0)} | "
                    f"{ray} | {_fmt_s(r['engine_median_s'])} ({r['engine_runs']}; "
                    f"{_fmt_s(r['engine_runs_s'][0])}) | {ratio} | "
-                   f"{eq} | {e['launched']} | {e['terminated']} | {e['infeasible']} | {parts} |")
+                   f"{eq} | {e['launched']} | {e['terminated']} | {e['infeasible']} | {parts} | "
+                   f"{_fmt_s(r['engine_cpu_median_s'])} | "
+                   f"{mib(r['engine_peak_growth_bytes']):.0f}{'' if r['engine_peak_exact'] else '?'} |")
     return "\n".join(out)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nodes", type=int, default=1000)
-    ap.add_argument("--requests", type=int, default=1000, help="pending request units K")
+    ap.add_argument("--nodes", type=int, default=None, help="nodes (default 1000)")
+    ap.add_argument("--requests", "--units", dest="requests", type=int, default=None,
+                    help="pending request units K (default 1000)")
     ap.add_argument("--shapes", type=int, default=20)
     ap.add_argument("--scenario", choices=common.SCENARIOS, default="saturated")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--gangs", type=int, default=0,
-                    help="placement groups (cluster_v2; 0 keeps cluster_v1)")
+    ap.add_argument("--gangs", "--groups", dest="gangs", type=int, default=None,
+                    help="placement groups (cluster_v2; 0, the default, keeps cluster_v1)")
     ap.add_argument("--pr64175", action="store_true",
                     help="ray-project/ray PR #64175's round: 1,337 nodes, 13,315 pending "
                          "{CPU: 2} tasks (cluster_pr64175; --nodes/--requests change it)")
@@ -499,15 +547,20 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", choices=("ray-compat", "efficient"), default="ray-compat",
                     help="efficient: the efficient mode's rows (module docstring)")
     ap.add_argument("--rows", default="",
-                    help="--mode efficient: nodes/units/groups[,...] (default "
-                         + ",".join("/".join(map(str, r)) for r in EFFICIENT_ROWS) + ")")
+                    help="cluster_v2 rows nodes/units/groups[,...], or scale ("
+                         + ",".join("/".join(map(str, r)) for r in SCALE_ROWS)
+                         + "); --mode efficient's default: "
+                         + ",".join("/".join(map(str, r)) for r in EFFICIENT_ROWS))
     ap.add_argument("--eff-cap", type=float, default=300.0,
                     help="--mode efficient: seconds per efficient tick before it is cut")
     ap.add_argument("--no-ray", action="store_true",
-                    help="--mode efficient: skip timing Ray's own scheduler")
+                    help="skip timing Ray's own scheduler (decisions then not compared)")
     a = ap.parse_args(argv)
     if a.mode == "efficient":
         return main_efficient(a)
+    a.nodes = 1000 if a.nodes is None else a.nodes
+    a.requests = 1000 if a.requests is None else a.requests
+    a.gangs = a.gangs or 0
     if a.pr64175:
         a.shapes = 0                       # _spec's marker for cluster_pr64175
         a.nodes = 1337 if a.nodes == 1000 else a.nodes
@@ -520,20 +573,25 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     warm = engine.warmup()
     warm_wall = time.perf_counter() - t0
-    configs = ([(n, k, a.shapes, s) for n, k, s in GRID] if a.grid
-               else [(a.nodes, a.requests, a.shapes, a.scenario)])
+    if a.rows:
+        configs = [(n, k, a.shapes, a.scenario, g) for n, k, g in parse_rows(a.rows, ())]
+    elif a.grid:
+        configs = [(n, k, a.shapes, s, a.gangs) for n, k, s in GRID]
+    else:
+        configs = [(a.nodes, a.requests, a.shapes, a.scenario, a.gangs)]
     rows = []
-    for n, k, s, scen in configs:
-        rows.append(run_one(n, k, s, scen, a.seed, a.repeat, a.ray_cap, a.gangs))
-        if a.grid and not a.json:
-            print(f"  done {scen} {n}/{k}", file=sys.stderr, flush=True)
+    for n, k, s, scen, g in configs:
+        rows.append(run_one(n, k, s, scen, a.seed, a.repeat, a.ray_cap, g,
+                            with_ray=not a.no_ray))
+        if len(configs) > 1 and not a.json:
+            print(f"  done {scen} {n}/{k}/{g}", file=sys.stderr, flush=True)
     if a.json:
         print(json.dumps({"warmup_s": warm, "warmup_wall_s": warm_wall, "rows": rows},
                          indent=1, default=str))
     else:
         print(f"engine compile/warm-up: {warm:.3f} s (vecsched.engine.warmup() in this process, numba "
-              f"disk cache as found), generator {_generator(a.shapes, a.gangs)}, "
-              f"seed {a.seed}")
+              f"disk cache as found), generator "
+              f"{_generator(a.shapes, a.gangs or bool(a.rows))}, seed {a.seed}")
         print(table(rows))
         for r in rows:
             for line in r["diff"]:

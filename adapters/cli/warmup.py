@@ -5,6 +5,9 @@ happens on a first run.
 
 numba keeps compiled kernels next to the sources (``__pycache__``) or under
 ``NUMBA_CACHE_DIR``; with a warm cache a warm-up is a load of well under a second.
+``VECSCHED_KERNEL_CACHE`` names a cache built at install time that is only read
+(engine/kernels/_cache.py). ``--check`` compiles nothing and says, in one line
+and its exit status, whether a start would only load the kernels.
 """
 from __future__ import annotations
 
@@ -40,21 +43,52 @@ def warm_parts(codec: bool = True) -> tuple[Callable[[], object], tuple]:
     return _parts(codec)
 
 
-def kernels_cached(kernels) -> Optional[bool]:
-    """Whether numba's disk cache holds every one of ``kernels`` for this machine
-    and these sources (a warm-up would only load them); None when it cannot
-    tell. Reads numba's cache index (a private layout, hence None on any
-    surprise)."""
+def kernels_missing(kernels) -> Optional[list]:
+    """The ones of ``kernels`` numba's disk cache does not hold for this machine
+    and these sources (a warm-up would compile them); None when it cannot tell.
+    Reads numba's cache index (a private layout, hence None on any surprise)."""
     try:
+        out = []
         for d in kernels:
             index = d._cache._cache_file._load_index()
             magic = d.targetctx.codegen().magic_tuple()
             code = hashlib.sha256(d.py_func.__code__.co_code).hexdigest()
             if not any(k[1] == magic and k[2][0] == code for k in index):
-                return False
-        return True
+                out.append(d)
+        return out
     except Exception:
         return None
+
+
+def kernels_cached(kernels) -> Optional[bool]:
+    """Whether numba's disk cache holds every one of ``kernels`` (a warm-up would
+    only load them); None when it cannot tell."""
+    missing = kernels_missing(kernels)
+    return None if missing is None else not missing
+
+
+def cache_place() -> str:
+    """Where the kernels' cache is read from, in words."""
+    shipped = os.environ.get("VECSCHED_KERNEL_CACHE")
+    own = os.environ.get("NUMBA_CACHE_DIR") or "__pycache__ beside the kernels' sources"
+    return f"{shipped} (read only), then {own}" if shipped else own
+
+
+def check(codec: bool) -> tuple[int, str]:
+    """``vecsched warmup --check``: (exit status, one line) - 0 warm (a start
+    only loads the kernels), 1 cold (it would compile), 2 cannot tell. Compiles
+    nothing."""
+    kernels = _parts(codec)[1]
+    missing = kernels_missing(kernels)
+    where = cache_place()
+    if missing is None:
+        return 2, f"unknown: cannot read numba's cache index (cache: {where})"
+    if missing:
+        names = ", ".join(d.py_func.__name__ for d in missing[:3])
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        return 1, (f"cold: {len(missing)} of {len(kernels)} entry kernels not in the cache "
+                   f"({names}{more}; cache: {where}); run vecsched warmup")
+    return 0, f"warm: all {len(kernels)} entry kernels in the cache (cache: {where})"
 
 
 def warm_with_spinner(console, *, codec: bool = True) -> dict:
@@ -82,9 +116,13 @@ def add_parser(sub) -> None:
                     "installed, the codec's), or load them from numba's cache when it is "
                     "warm. Run it at image build time, after pip install, so that "
                     "autoscalers start warm. NUMBA_CACHE_DIR chooses the cache directory "
-                    "(it must be writable).")
+                    "(it must be writable); VECSCHED_KERNEL_CACHE names a cache built that "
+                    "way that is only read (a read-only image, docs/performance.md).")
     w.add_argument("--engine-only", action="store_true",
                    help="the engine's kernels only, not the Ray codec's")
+    w.add_argument("--check", action="store_true",
+                   help="compile nothing: say whether the cache is warm (exit 0), cold "
+                        "(1) or unreadable (2), in one line")
     w.set_defaults(fn=run)
 
 
@@ -101,13 +139,17 @@ class PlainConsole:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.check:
+        status, line = check(codec=not args.engine_only)
+        print(line, flush=True)
+        return status
     try:
         from rich.console import Console
         console = Console()
     except ImportError:
         console = PlainConsole()
     res = warm_with_spinner(console, codec=not args.engine_only)
-    where = os.environ.get("NUMBA_CACHE_DIR") or "__pycache__ beside the kernels' sources"
+    where = cache_place()
     what = "compiled" if res["compiled"] else "loaded from the cache"
     console.print(f"{len(res['kernels'])} entry kernels {what} in {res['seconds']:.1f} s "
                   f"(cache: {where})")

@@ -60,7 +60,7 @@ def _nothing_pending(st: State) -> bool:
 def _hosts_groups(p) -> np.ndarray:
     """(N,) bool: the node hosts placement-group bundles."""
     out = np.asarray([len(x) > 0 for x in p.node_private], bool) if p.N else np.zeros(0, bool)
-    pg = [i for i, k in enumerate(p.label_keys) if k.startswith("_PG_")]
+    pg = [i for i, k in enumerate(p.label_keys[: p.node_label.shape[1]]) if k.startswith("_PG_")]
     if pg:
         out |= (p.node_label[:, pg] >= 0).any(axis=1)
     return out

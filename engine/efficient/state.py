@@ -54,7 +54,8 @@ class State:
         self.cfree[:N][:, p.implicit] = np.where(tot_present[:, p.implicit],
                                                  self.cfree[:N][:, p.implicit], 1.0)
         self.label = np.zeros((cap, L), np.int32)
-        self.label[:N] = p.node_label
+        self.label[:N, : p.node_label.shape[1]] = p.node_label
+        self.label[:N, p.node_label.shape[1]:] = -1     # keys no node carries
         self.type = np.zeros(cap, np.int32)
         self.type[:N] = p.node_type
         g = p.gpu_col

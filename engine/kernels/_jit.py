@@ -1,11 +1,14 @@
 """All numba options in one place.
 
 ``cache=True`` keeps compiled kernels on disk (next to the sources, or in
-NUMBA_CACHE_DIR) so a warm start skips compilation. fastmath stays off: the
+NUMBA_CACHE_DIR; read only from VECSCHED_KERNEL_CACHE, _cache.py) so a warm start
+skips compilation. fastmath stays off: the
 score must round exactly as CPython does (Ray computes it in Python floats).
 """
 import numba
 from numba.core.registry import CPUDispatcher
+
+from ._cache import shipped
 
 # forceinline is explicit everywhere: numba passes it on to callees compiled
 # from within a kernel that sets it and not they themselves.
@@ -14,7 +17,12 @@ OPTS = dict(cache=True, nogil=True, fastmath=False, boundscheck=False, no_cfunc_
 
 
 def njit(*args, **kw):
-    return numba.njit(*args, **{**OPTS, **kw})
+    """numba.njit with OPTS; a cached kernel also reads a cache shipped with the
+    install (_cache.py, ``VECSCHED_KERNEL_CACHE``)."""
+    got = numba.njit(*args, **{**OPTS, **kw})
+    if args and callable(args[0]):
+        return shipped(got)
+    return lambda fn: shipped(got(fn))
 
 
 def njit_leaf(*args, hot=False, **kw):
@@ -33,12 +41,13 @@ class _Inner(CPUDispatcher):
                         "without a Python entry point)")
 
 
-def njit_inner(fn=None, *, hot=False):
+def njit_inner(fn=None, *, hot=False, alloc=False):
     """``njit_leaf`` for a helper only kernels call: no Python entry point is
-    compiled for it (each one costs as much as a small kernel)."""
+    compiled for it (each one costs as much as a small kernel). ``alloc``: it
+    makes arrays (numba's reference counting on, as ``njit``)."""
     if fn is None:
-        return lambda f: njit_inner(f, hot=hot)
+        return lambda f: njit_inner(f, hot=hot, alloc=alloc)
     opts = {k: v for k, v in OPTS.items() if k != "cache"}
-    d = _Inner(fn, targetoptions={**opts, "nopython": True, "_nrt": False,
+    d = _Inner(fn, targetoptions={**opts, "nopython": True, "_nrt": alloc,
                                   "no_cpython_wrapper": True, "forceinline": hot})
     return d              # not cached on its own: its callers' cache holds its code

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._jit import njit, njit_inner
+from ._jit import njit_inner
 from .fit import _holds, _minimal_rows
 
 
@@ -23,7 +23,7 @@ class FitIndex(NamedTuple):
     cnt: np.ndarray         # (S,) i8 how many are still listed
 
 
-@njit
+@njit_inner(alloc=True)
 def _fit_index(rep, running, free, rq):
     """The index of the running slots ``running`` for shapes ``rep``."""
     S = rep.shape[0]

@@ -11,23 +11,26 @@ Records are kernels/records.py's; ``ps.src`` is the demand source, and
 ``ps.marks.ghash`` (the digest of each slot's loose key, NaN: to compute) is
 kept between calls: whoever changes a slot's rows sets it to NaN.
 
-A non-running slot's class is looked up once and kept until the slot changes;
-classes are found by digest and confirmed by comparing the whole key. Only a
-class's first member is a candidate of a gang's picks; the others wait in a
-chain (``nxt``) and the next one takes its place, at its own position, when it
-wins. A gang of one run reuses the trial walks of earlier gangs on slots that
+A non-running slot's class is looked up when it enters the list and again
+when it wins in a placed gang; classes are found by digest and confirmed by
+comparing the whole key, and keep their members in list order
+(kernels/pendclass.py). Only a class's first member is a candidate of a gang's
+picks; the others wait behind it and the next one takes its place, at its own
+position, when it wins. A gang of one run reuses the trial walks of earlier gangs on slots that
 have not changed since (kernels/walkcache.py).
 """
 import numpy as np
 from typing import NamedTuple
 
 from ._jit import njit, njit_inner
-from .fit import _fits_rows
 from .fitindex import _fit_index, _holders
+from .listorder import NOUT, _list_order, _placed
 from .loop import _run_loop
 from .nodeclass import _class_of, _class_table, _room_for
+from .pendclass import _firsts, _join_head, _join_tail, _leave, _pend_classes, _pend_room
 from .pick import _pick_core, _pick_scratch
 from .records import Cands, Classes, LoopMode, Source
+from .runclass import _firsts_only, _left, _run_classes
 from .slots import _mark, _win
 from .sort import _sort_by
 from .walkcache import _keep, _prefill, _walk_cache, _walk_class
@@ -43,7 +46,7 @@ class Journal(NamedTuple):
     label: np.ndarray       # (n, L) i4
 
 
-@njit
+@njit_inner(alloc=True)
 def _journal(n, R, H, L):
     """Room to save the demand rows and labels of n slots."""
     rows = Source(np.empty((n, R), dtype=np.float64), np.empty((n, R), dtype=np.bool_),
@@ -82,18 +85,6 @@ def _restore(n, keep, ps):
 
 
 @njit_inner
-def _by_key(a, key):
-    """a sorted in place by key (insertion sort: a gang has tens of holders)."""
-    for i in range(1, a.shape[0]):
-        m = a[i]
-        j = i
-        while j > 0 and key[a[j - 1]] > key[m]:
-            a[j] = a[j - 1]
-            j -= 1
-        a[j] = m
-
-
-@njit_inner
 def _distinct(a, use, out):
     """The distinct values of a[k] where use[k] > 0, into out; returns how many."""
     n = 0
@@ -109,14 +100,6 @@ def _distinct(a, use, out):
             out[n] = a[k]
             n += 1
     return n
-
-
-@njit
-def _grown(a, n):
-    b = np.full(max(n, 2 * a.shape[0]), -1, dtype=np.int64)
-    for i in range(a.shape[0]):
-        b[i] = a[i]
-    return b
 
 
 @njit_inner
@@ -138,8 +121,47 @@ def _insert(j, i, nf, key, cs):
     return nf + 1
 
 
+@njit_inner
+def _merge_by_key(a, b, key, out):
+    """The slots of a and b (each in list order) merged in list order into out;
+    returns how many."""
+    i, j, n = 0, 0, 0
+    while i < a.shape[0] or j < b.shape[0]:
+        if j >= b.shape[0] or (i < a.shape[0] and key[a[i]] < key[b[j]]):
+            out[n] = a[i]
+            i += 1
+        else:
+            out[n] = b[j]
+            j += 1
+        n += 1
+    return n
+
+
+@njit_inner
+def _reclass(won, nw, new, nnew, cls, pc, tab, ps, lm, rep):
+    """After a placed gang: its non-running winners won[:nw] (pick order) leave
+    their classes and join the head of their new ones; its launches new[:nnew]
+    join the tail of theirs (``pc`` and ``tab`` have room for them)."""
+    status, rq = ps.slots.status, ps.rq
+    for i in range(nw):
+        m = won[i]
+        if status[m] != _RUNNING and cls[m] >= 0:
+            _leave(pc, cls[m], m)
+    for i in range(nw - 1, -1, -1):
+        m = won[i]
+        if status[m] != _RUNNING:
+            c = _class_of(m, tab, ps, lm)
+            cls[m] = c
+            _join_head(pc, c, m, tab, rep, rq)
+    for j in range(nnew):
+        m = new[j]
+        c = _class_of(m, tab, ps, lm)
+        cls[m] = c
+        _join_tail(pc, c, m, tab, rep, rq)
+
+
 @njit
-def _pack_gangs(nodes, M, gr, launch, ps):
+def _pack_gangs(nodes, M, gr, launch, ps, shared):
     """Schedule gangs 0..G-1 (already in Ray's order) one after another.
 
     nodes: the node list (slot ids); M: slots in use (clones go at M, M+1, ...
@@ -147,15 +169,19 @@ def _pack_gangs(nodes, M, gr, launch, ps):
     launches the types' max_workers leave); gr (records.GangRuns): each gang's
     runs (request row, units) in Ray's order and each run's resource shape;
     launch (records.Launch): the template slot of each configured type and the
-    caps. Returns (infeasible (G,), new node list, new M, template of each new
-    slot).
+    caps; shared: the label column single-gang anti-affinity keys share (-1:
+    none; engine/raycompat/labelcols.py), cleared on the nodes a placed gang
+    wrote it on. Returns (infeasible (G,), new node list, new M, template of each
+    new slot).
 
-    Ray's node list is kept as an order key per slot: a gang moves its
-    candidates (winners first, in pick order) in front of every other node and
-    launches go at the end, so new keys are taken below the smallest and above
-    the largest, and the nodes a gang does not visit keep theirs.
+    Ray's node list is kept as an order key per slot (kernels/listorder.py),
+    rewritten per placed gang for the nodes it wins, the running nodes it visits
+    or stops visiting and its launches. The non-running nodes are kept by class
+    (kernels/pendclass.py): a gang reads the first member of each class that
+    holds one of its shapes, not every non-running node. So a gang costs time in
+    its holders, the classes of its shapes and its picks, not in the list.
 
-    Why one long function: numba compiles it as one frame, so the ~40 scratch
+    Why one long function: numba compiles it as one frame, so the ~30 scratch
     arrays are allocated once per tick and sized for the largest gang, and the
     per-gang steps (candidate merge, existing-node picks, template launches, undo,
     list reorder) share them without passing them through calls: split into
@@ -174,6 +200,7 @@ def _pack_gangs(nodes, M, gr, launch, ps):
     R = free.shape[1]
     H = src.hist.shape[1]
     L = slots.label.shape[1]
+    S = gr.shape_row.shape[0]
     Mcap = free.shape[0]
     M0 = M
     bad = np.zeros(G, dtype=np.bool_)
@@ -182,29 +209,31 @@ def _pack_gangs(nodes, M, gr, launch, ps):
         units += cnt[ptr[g]: ptr[g + 1]].sum()
     nn = nodes.shape[0]
     cap_nodes = nn + units
-    key = np.zeros(Mcap, dtype=np.int64)
+    lo = _list_order(nodes, status, Mcap, cap_nodes)
+    key = lo.key
     lst = np.empty(cap_nodes, dtype=np.int64)          # the list's slots, in no order
-    pend = np.empty(cap_nodes, dtype=np.int64)         # its non-running slots, in order
-    npend = np.int64(0)
     nrun = np.int64(0)
     running = np.empty(nn, dtype=np.int64)
     for i in range(nn):
         m = nodes[i]
-        key[m] = i
         lst[i] = m
-        if status[m] != _RUNNING:
-            pend[npend] = m
-            npend += 1
-        else:
+        if status[m] == _RUNNING:
             running[nrun] = m
             nrun += 1
-    front, back = np.int64(0), np.int64(nn)
     ix = _fit_index(gr.shape_row, running[:nrun], free, rq)
     mark = np.full(Mcap, -1, dtype=np.int64)
-    # Class of each non-running slot (-1: running, or to look up again).
+    lm = np.empty(R, dtype=np.bool_)
+    # The class of each non-running slot of the list (-1: running, or not in it).
     cls = np.full(Mcap, -1, dtype=np.int32)   # IDX, as the Python packer's
-    # A class is founded at most once per slot seen, per commit and per undo.
-    tab = _class_table(npend + 64, R, L)     # grows as classes are founded
+    npend = lo.ctr[NOUT]
+    tab = _class_table(npend + nrun + 64, R, L)     # grows as classes are founded
+    rc = _run_classes(running[:nrun], ps, Mcap, tab, lm)
+    pc = _pend_room(_pend_classes(tab.nxt.shape[0], Mcap, S), tab.nxt.shape[0], npend)
+    for i in range(npend):
+        m = lo.out[i]
+        c = _class_of(m, tab, ps, lm)
+        cls[m] = c
+        _join_tail(pc, c, m, tab, gr.shape_row, rq)
     from_tmpl = np.full(Mcap - M0, -1, dtype=np.int64)
     # Nodes of each type in the list (only launches change it).
     have = np.zeros(T, dtype=np.int64)
@@ -217,17 +246,18 @@ def _pack_gangs(nodes, M, gr, launch, ps):
         g_max = max(g_max, cnt[ptr[g]: ptr[g + 1]].sum())
     C_max = cap_nodes + T + g_max
     keep = _journal(g_max, R, H, L)
-    scr = _pick_scratch(tab.nxt.shape[0], R, K_max, H)
+    scr = _pick_scratch(1, R, K_max, H)
     changed_all = np.empty(K_max, dtype=np.int64)
     left_all = np.empty(K_max, dtype=np.int64)
     live_all = np.empty(K_max, dtype=np.int32)
     shapes_all = np.empty(K_max, dtype=np.int32)
-    lm = np.empty(R, dtype=np.bool_)
     won_all = np.empty(g_max, dtype=np.int64)
     scratch_all = np.zeros(K_max, dtype=np.int64)
-    cands = np.empty(C_max, dtype=np.int64)
     tmpl_slot = np.empty(C_max, dtype=np.int64)     # the template loop's candidates
     held = np.empty(max(nrun, 1), dtype=np.int64)
+    held_first = np.empty(max(nrun, 1), dtype=np.int64)
+    firsts = np.empty(C_max, dtype=np.int64)
+    tmp = np.empty(C_max, dtype=np.int64)
     block = np.empty(C_max, dtype=np.int64)
     slot = np.empty(C_max, dtype=np.int64)
     won_in = np.full(Mcap, -1, dtype=np.int64)   # the gang a slot last won in
@@ -245,11 +275,6 @@ def _pack_gangs(nodes, M, gr, launch, ps):
     solo = Classes(np.full(Mcap, -1, dtype=np.int32), one[0] - 1, one[0] - 1)  # no classes
     among = Classes(cls, one[0], one[0])
     wc = _walk_cache(Mcap)
-    nxt = np.full(Mcap, -1, dtype=np.int64)    # next member of the class
-    # Per class, in the current gang: stamp, whether it holds a unit, last member.
-    fst = np.full(tab.nxt.shape[0], -1, dtype=np.int64)
-    fval = np.zeros(tab.nxt.shape[0], dtype=np.int64)
-    tail = np.zeros(tab.nxt.shape[0], dtype=np.int64)
     for g in range(G):
         runs = run[ptr[g]: ptr[g + 1]]
         left = left_all[: ptr[g + 1] - ptr[g]]
@@ -271,45 +296,17 @@ def _pack_gangs(nodes, M, gr, launch, ps):
             shapes = shapes_all[: _distinct(shape[ptr[g]: ptr[g + 1]], left, shapes_all)]
         nh = _holders(ix, shapes, free, rq, mark, g, held)
         hs = held[:nh]
-        _by_key(hs, key)
-        # Merge the holders and the pending nodes by key: the gang's candidates, and
-        # apart the ones that hold a unit of something (the others place nothing,
-        # so they never win; a class's members all hold or all do not).
-        # A class is tried by its first member (Ray's NodeStateCache): only that
-        # one is a candidate of the picks, the others wait in a chain behind it.
-        tab = _room_for(tab, npend)       # at most one new class per pending node
-        if fst.shape[0] < tab.nxt.shape[0]:
-            fst, fval, tail = (_grown(fst, tab.nxt.shape[0]), _grown(fval, tab.nxt.shape[0]),
-                               _grown(tail, tab.nxt.shape[0]))
-        nc, nf, a, b = np.int64(0), np.int64(0), np.int64(0), np.int64(0)
-        while a < nh or b < npend:
-            if b >= npend or (a < nh and key[hs[a]] < key[pend[b]]):
-                m = hs[a]
-                a += 1
-                cands[nc] = m
-                nc += 1
-                slot[nf] = m
-                nf += 1
-                continue
-            m = pend[b]
-            b += 1
-            cands[nc] = m
-            nc += 1
-            c = cls[m]
-            if c < 0:
-                c = cls[m] = _class_of(m, tab, ps, lm)
-            if fst[c] != g:
-                fst[c] = g
-                fval[c] = _fits_rows(free, m, live, rq)
-                if fval[c]:
-                    slot[nf] = m
-                    nf += 1
-                    tail[c] = m
-                    nxt[m] = -1
-            elif fval[c]:
-                nxt[tail[c]] = m
-                tail[c] = m
-                nxt[m] = -1
+        _sort_by(hs, key, tmp[:nh])
+        # The gang's candidates in list order: of its holders, the ones alone or
+        # first in their class (kernels/runclass.py), and of the non-running nodes
+        # the first member of each class that holds a unit of a live shape (Ray's
+        # NodeStateCache; the others place nothing, or wait in their class behind
+        # the first member and take its place, at their own position, when it wins).
+        hf = held_first[: _firsts_only(hs, rc, held_first)]
+        nr = _firsts(pc, shapes, g, firsts)
+        fs = firsts[:nr]
+        _sort_by(fs, key, tmp[:nr])
+        nf = _merge_by_key(hf, fs, key, slot)
         taken = taken_all[: C_max * K].reshape((C_max, K))
         ec = Cands(slot, alive, fresh, taken, placed, label_score, gpu_ok, match,    # existing
                    util_min, util_mean)                                           # nodes
@@ -334,10 +331,10 @@ def _pack_gangs(nodes, M, gr, launch, ps):
             nkeep += 1
             _mark(m, ps.marks)
             _win(m, i, ec, nf, ps, runs, left, scratch, changed)
-            if cls[m] >= 0:
-                cls[m] = -1
-                if nxt[m] >= 0:         # the next member now tries the class
-                    nf = _insert(nxt[m], i, nf, key, ec)
+            if status[m] != _RUNNING and pc.nxt[m] >= 0:
+                nf = _insert(pc.nxt[m], i, nf, key, ec)   # the next member tries the class
+            elif status[m] == _RUNNING and rc.of[m] >= 0 and rc.nxt[m] >= 0:
+                nf = _insert(rc.nxt[m], i, nf, key, ec)
             block[nw] = m
             won_in[m] = g
             nw += 1
@@ -369,33 +366,25 @@ def _pack_gangs(nodes, M, gr, launch, ps):
             _restore(nkeep, keep, ps)
             for j in range(nkeep):
                 ps.marks.ghash[keep.slot[j]] = np.nan
-                cls[keep.slot[j]] = -1
                 wc.version[keep.slot[j]] += 1
             M = Mg
             continue
-        # The visited nodes go in front (winners first), launches at the end.
-        front -= nc                        # the winners are candidates too
-        npend = np.int64(0)
-        j = front
-        for i in range(nw + nc):
-            m = block[i] if i < nw else cands[i - nw]
-            if i >= nw and won_in[m] == g:
-                continue
-            key[m] = j
-            j += 1
-            if status[m] != _RUNNING:
-                pend[npend] = m
-                npend += 1
+        if shared >= 0:                    # its own anti-affinity key: read by no one else
+            for i in range(nw):
+                slots.label[block[i], shared] = -1
+            for j in range(launched):
+                slots.label[won[j], shared] = -1
+        # The winners go in front, the visited nodes after them, launches at the end.
+        _placed(lo, block, nw, hs, g, mark, won_in, status, won, launched)
+        tab = _room_for(tab, nw + launched)
+        pc = _pend_room(pc, tab.nxt.shape[0], nw + launched)
+        _reclass(block, nw, won, launched, cls, pc, tab, ps, lm, gr.shape_row)
+        _left(block, nw, rc)
         for j in range(launched):
-            m = won[j]
-            key[m] = back
-            back += 1
-            lst[nn] = m
+            lst[nn] = won[j]
             nn += 1
-            pend[npend] = m
-            npend += 1
         for j in range(Mg, M):
             have[type_[j]] += 1
     out = lst[:nn]
-    _sort_by(out, key, pend[:nn])
+    _sort_by(out, key, tmp[:nn])
     return bad, out.astype(nodes.dtype), M, from_tmpl[: M - M0].copy()

@@ -93,7 +93,7 @@ def _any_alive(cs, n):
     return False
 
 
-@njit
+@njit_inner(alloc=True)
 def _grow_events(ev_ptr, ev_tau, E):
     """The event arrays, doubled when event E + 1 has no room."""
     if E + 1 < ev_ptr.shape[0]:

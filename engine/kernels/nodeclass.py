@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._jit import njit, njit_inner
+from ._jit import njit_inner
 
 
 class ClassTable(NamedTuple):
@@ -57,7 +57,7 @@ def _loose_hash(m, ps, lm):
     return h * 1.0000007 + (acc % 1000003)
 
 
-@njit
+@njit_inner(alloc=True)
 def _class_table(n, R, L):
     """Room for n classes (records: ClassTable)."""
     P = 16
@@ -94,7 +94,7 @@ def _copy_class(a, c, b, d):
         b.label[d, j] = a.label[c, j]
 
 
-@njit
+@njit_inner(alloc=True)
 def _room_for(tab, k):
     """The class table, grown (doubled) when it has no room for k more classes."""
     n = tab.nxt.shape[0]

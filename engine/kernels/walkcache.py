@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._jit import njit, njit_inner
+from ._jit import njit_inner
 from .fit import _fit_count
 
 
@@ -38,7 +38,7 @@ class WalkCache(NamedTuple):
     util_mean: np.ndarray   # (_W,) f8
 
 
-@njit
+@njit_inner(alloc=True)
 def _walk_cache(M):
     """An empty cache for M slots."""
     z, i8, f8 = np.zeros, np.int64, np.float64

@@ -72,7 +72,10 @@ class Problem:
     node_free: np.ndarray               # (N, R) f8 available for demand (0 where absent,
                                         # 1.0 for an absent implicit column)
     node_free_present: np.ndarray       # (N, R) bool: column present in the available map
-    node_label: np.ndarray              # (N, L) i4 label value id, -1 absent
+    node_label: np.ndarray              # (N, Ln) i4 label value id, -1 absent, of the
+                                        # first Ln <= L label keys: the keys after them
+                                        # are named only by placement constraints and
+                                        # carried by no node (``node_label_full``)
     node_idle_ms: np.ndarray            # (N,) i8
     node_has_ray: np.ndarray            # (N,) bool: has a ray node id (running ray)
     node_outdated: np.ndarray           # (N,) bool: already terminated as OUTDATED when built
@@ -136,6 +139,16 @@ class Problem:
     @property
     def G(self) -> int:
         return int(self.gang_key.shape[0])
+
+    def node_label_full(self) -> np.ndarray:
+        """(N, L) node labels over every label key (the keys past node_label's
+        width absent on every node)."""
+        L, w = len(self.label_keys), self.node_label.shape[1]
+        if w == L:
+            return self.node_label
+        out = np.full((self.N, L), -1, self.node_label.dtype)
+        out[:, :w] = self.node_label
+        return out
 
     def col(self, name: str) -> int:
         try:

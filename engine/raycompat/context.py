@@ -18,6 +18,7 @@ from vecsched.engine.model.dtypes import CNT, IDX, PRIVATE_PREFIX, QTY, Cause, K
 from vecsched.engine.model.ippr import FIELDS as _IPPR
 from vecsched.engine.kernels.records import Marks, PackState, Rules, Slots, Source
 from vecsched.engine.model.problem import Problem, order_mask
+from .labelcols import label_columns
 from .transaction import Transactions, _Transaction
 
 DEMAND, CONSTRAINT = 0, 1
@@ -67,7 +68,7 @@ class Context(Transactions):
     # -- what a walk and a score read (kernels/records.py Slots) --------------------
     total: np.ndarray           # (cap, R) f8
     order: np.ndarray           # (cap, R) i4 totals' columns in dict order, -1 padded
-    label: np.ndarray           # (cap, L) i4 value per label key (one key per placement group)
+    label: np.ndarray           # (cap, Lc) i4 value per label column (raycompat/labelcols.py)
     type: np.ndarray            # (cap,) i4
     status: np.ndarray          # (cap,) i1 Status
     kind: np.ndarray            # (cap,) i1 Kind
@@ -117,11 +118,14 @@ class Context(Transactions):
     loose_ids: list             # per source: loose key bytes -> class id
     pristine: dict              # configured type -> its template slot
     rules: Rules
+    type_label: np.ndarray      # (T, Lc) i4 a new node's labels, in the context's columns
+    shared_label: int           # the column single-gang anti-affinity keys share, -1 none
     _tx: _Transaction | None    # while a transaction is open
     _views: dict                # records over the arrays, remade when they grow
 
     __slots__ = ("p", "M", "nodes") + ROWS + ("private", "n_strict", "loose_ids",
-                                              "pristine", "rules", "_tx", "_views")
+                                              "pristine", "rules", "_tx", "_views",
+                                              "type_label", "shared_label")
 
     def __init__(self, p: Problem):
         self.p = p
@@ -143,14 +147,20 @@ class Context(Transactions):
         """What a walk and a score read, and the termination rows, for cap slots:
         the Problem's nodes in the first N."""
         p = self.p
-        N, R, L = p.N, p.R, len(p.label_keys)
+        N, R = p.N, p.R
         z = np.zeros
         self.total = z((cap, R), QTY); self.total[:N] = p.node_total
         self.order = np.full((cap, R), -1, IDX); self.order[:N] = p.node_order
-        # One column per label key (each placement group adds one): rows past N are
+        # The label columns of engine/raycompat/labelcols.py: rows past N are
         # written whole when a slot is made (new_slots, copy_slot, a kernel clone),
         # so they are not filled here.
-        self.label = np.empty((cap, L), IDX); self.label[:N] = p.node_label
+        cols, width, self.shared_label = label_columns(p)
+        w = p.node_label.shape[1]
+        self.label = np.empty((cap, width), IDX)
+        self.label[:N, :w] = p.node_label
+        self.label[:N, w:] = -1
+        self.type_label = np.full((p.T, width), -1, IDX)
+        self.type_label[:, :w] = p.type_label[:, :w]   # types carry node keys only
         self.type = z(cap, IDX); self.type[:N] = p.node_type
         self.template = np.full(cap, -1, IDX)     # config a new slot was made from
         self.status = np.full(cap, Status.NONE, np.int8); self.status[:N] = p.node_status
@@ -313,7 +323,7 @@ class Context(Transactions):
         for pre in _PREFIX:
             getattr(self, pre + "free")[sl] = free
             getattr(self, pre + "present")[sl] = present
-        self.label[sl] = p.type_label[ts]
+        self.label[sl] = self.type_label[ts]
         self.type[sl] = p.type_launch_as[ts]      # the config's name (Ray: key may differ)
         self.template[sl] = ts
         self.prio[sl] = p.type_priority[ts]

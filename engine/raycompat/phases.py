@@ -220,6 +220,8 @@ def sched_gangs(ctx: Context, rq: Requests) -> np.ndarray:
             ctx.rollback()
             bad[g] = True
         else:
+            if ctx.shared_label >= 0:       # its own anti-affinity key (labelcols.py)
+                ctx.label[ctx.written(), ctx.shared_label] = -1
             ctx.commit()
     return bad, order
 
@@ -262,7 +264,7 @@ def _gangs_in_kernel(ctx: Context, rq: Requests, ptr, g_run, g_cnt, order: list)
     gangs = GangRuns(ptr, g_run, g_cnt, g_shape.astype(IDX), rows[first].astype(IDX))
     launch = Launch(pristine, p.type_max, p.type_configured, int(p.max_num_nodes))
     bad_sorted, nodes, M1, tmpl = _pack_gangs(ctx.nodes, ctx.M, gangs, launch,
-                                              ctx.pack_state(DEMAND, rq))
+                                              ctx.pack_state(DEMAND, rq), ctx.shared_label)
     ctx.finish_clones(M1, tmpl, DEMAND)
     ctx.nodes = nodes.astype(IDX)
     bad = np.zeros(p.G, bool)

@@ -7,6 +7,7 @@ import numpy as np
 from vecsched.engine.model.dtypes import IDX
 from vecsched.engine.kernels.records import Reqs
 from vecsched.engine.model.problem import Problem
+from .labelcols import label_columns, mapped_anti
 
 
 class Requests:
@@ -14,6 +15,7 @@ class Requests:
         t = p.req
         self.p = p
         self.table = _Rows(t)
+        self.table.anti = mapped_anti(t.anti, label_columns(p)[0])   # context columns
         self._keys: dict = {}
         self._pcols: dict = {}          # row -> its present columns (merges read them)
         # Every gang's request list, merged once up front (one rebuild for all).

@@ -91,3 +91,12 @@ class Transactions:
     def commit(self) -> None:
         self._tx = None
 
+    def written(self) -> np.ndarray:
+        """Inside a transaction, the slots whose rows it may have changed: the ones
+        saved, one by one or in bulk, and the ones made since it began."""
+        tx = self._tx
+        parts = [np.fromiter(tx.saved, np.int64, len(tx.saved)),
+                 np.arange(tx.M, self.M, dtype=np.int64)]
+        parts += [np.asarray(slots, np.int64) for slots, _ in tx.bulk]
+        return np.unique(np.concatenate(parts))
+

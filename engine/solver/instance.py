@@ -123,7 +123,7 @@ def build_instance(p: Problem, *, gangs=None, include_plain: bool = True, prices
     else:
         glob = -1
     return _assemble(p, gangs, include_plain, price_vector(p, prices, gpu_weight),
-                     (p.node_free, p.node_label, p.node_type, np.flatnonzero(alive)),
+                     (p.node_free, p.node_label_full(), p.node_type, np.flatnonzero(alive)),
                      forced, budget, glob, tuple(_notes(p, alive)))
 
 

@@ -126,3 +126,40 @@ def best_node_ref(cands, cls, total, order, free, present, placed_res, placed_gp
         return -1, None
     results = sorted(results, key=lambda x: x[:4], reverse=True)
     return results[0][4], results[0][5]
+
+
+def gang_list_ref(lst, running, holders, winners, launches):
+    """Ray's node list after a placed gang (kernels/listorder.py): its winners in
+    pick order, then the nodes it visited (every non-running node, and the
+    running ``holders``) in their old order, then the others in their old order,
+    then its ``launches``."""
+    won = set(winners)
+    visited = [m for m in lst if (m not in running or m in holders) and m not in won]
+    rest = [m for m in lst if m in running and m not in holders and m not in won]
+    return list(winners) + visited + rest + list(launches)
+
+
+class ClassListsRef:
+    """Per class its members in list order, and per shape the classes that
+    hold a unit of it (kernels/pendclass.py): lists, nothing kept incrementally."""
+
+    def __init__(self, holds):
+        self.members: dict = {}      # class -> members, first first
+        self.holds = holds           # (class, shape) -> bool
+
+    def join(self, c, m, at_head):
+        lst = self.members.setdefault(c, [])
+        lst.insert(0, m) if at_head else lst.append(m)
+
+    def leave(self, c, m):
+        self.members[c].remove(m)
+
+    def next_of(self, c, m):
+        lst = self.members[c]
+        i = lst.index(m)
+        return lst[i + 1] if i + 1 < len(lst) else -1
+
+    def firsts(self, shapes):
+        """The first member of each class with members holding one of ``shapes``."""
+        return {lst[0] for c, lst in self.members.items()
+                if lst and any(self.holds(c, s) for s in shapes)}

@@ -38,6 +38,11 @@ class TickColumns:
     lvocab: Vocab          # label key -> label column: only the keys types and requests
                            # name (selectors, placement constraints); a node label no
                            # request reads decides nothing (placement groups add one each)
+    node_keys: int         # the first node_keys label keys are the ones a node can carry
+                           # at the start of the tick (node_label's width); the others
+                           # are named only by placement constraints and carried by no
+                           # node, type or selector (a pending placement group's own
+                           # ``_PG_<hex>``, one per group with a STRICT strategy)
     values: Vocab          # label value -> id ("" is a value: placement-group markers)
     total_cols: np.ndarray     # column of each entry of the running nodes' total maps
     avail_cols: np.ndarray     # ... of their available maps (-1: a private resource)
@@ -63,6 +68,7 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
     collect_names(specs, vocab, lvocab)
     if len(maps) > 2 and DO_NOT_DISRUPT in maps[2].names:
         lvocab.add(DO_NOT_DISRUPT)      # read by the efficient mode's consolidation
+    lvocab, node_keys = _node_keys_first(lvocab, types, maps, specs)
     # Names in several nodes' totals that are not bundle resources get a column
     # (object_store_memory, accelerator markers): one count finds them, so only
     # the rare rest goes through new_names entry by entry.
@@ -86,7 +92,44 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
         known = -1
     if len(vocab) > known:              # names that got a column since (or a new order)
         tc, ac = maps[0].columns(vocab.ids), maps[1].columns(vocab.ids)
-    return TickColumns(vocab, lvocab, values, tc, ac, vocab.implicit_mask(implicit_prefix))
+    return TickColumns(vocab, lvocab, node_keys, values, tc, ac,
+                       vocab.implicit_mask(implicit_prefix))
+
+
+def _node_keys_first(lvocab: Vocab, types, maps: tuple, specs: list) -> tuple:
+    """The label keys with the ones a node can carry first (a type's, a running
+    node's, a selector's: their order kept), then the ones only placement
+    constraints name (their order kept); and how many of the first kind. A
+    placement group pending with a STRICT strategy names its own key, which no
+    node carries yet: kept out of the node rows, a tick of G such groups does
+    not hold an (N, G) label matrix."""
+    held = {k for ts in types for k in ts.labels}
+    if len(maps) > 2 and maps[2].kid.size:
+        names = maps[2].names
+        held.update(names[k] for k in np.unique(maps[2].kid).tolist())
+    for rs in {id(rs): rs for rs in specs}.values():
+        for sel in rs.label_selectors:
+            held.update(con[0] for con in sel)
+    names = lvocab.names
+    first = [k for k in names if k in held]
+    if len(first) == len(names):
+        return lvocab, len(names)
+    return Vocab(first + [k for k in names if k not in held]), len(first)
+
+
+def _prefixed(names: list, prefix: str) -> set:
+    """The indexes of the names that start with ``prefix``, found in one pass over
+    the names joined by NUL (one by one when a name holds a NUL)."""
+    joined = "\x00" + "\x00".join(names)
+    if joined.count("\x00") != len(names):
+        return {k for k, name in enumerate(names) if name.startswith(prefix)}
+    starts = np.cumsum([0] + [len(name) + 1 for name in names[:-1]]) if names else []
+    at, pat = [], "\x00" + prefix
+    i = joined.find(pat)
+    while i >= 0:
+        at.append(i)
+        i = joined.find(pat, i + 1)
+    return set(np.searchsorted(starts, np.asarray(at, np.int64)).tolist()) if at else set()
 
 
 def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray,
@@ -120,11 +163,12 @@ def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray,
     distinct = distinct[np.argsort(first, kind="stable")]         # first-seen order
     names = tot.names
     # GPU, implicit resources, and names of several nodes that are not bundle
-    # resources (one test per distinct name; the usual one is a node's own)
-    many = set(np.flatnonzero(per_name > 1).tolist())
-    shared = [k for k, name in zip(distinct.tolist(), map(names.__getitem__, distinct.tolist()))
-              if name == GPU or name.startswith(implicit_prefix)
-              or (k in many and "_group_" not in name)]
+    # resources (the usual distinct name is a node's own: one set look-up each)
+    many = {k for k in np.flatnonzero(per_name > 1).tolist() if "_group_" not in names[k]}
+    many |= _prefixed(names, implicit_prefix)
+    if GPU in names:
+        many.add(names.index(GPU))
+    shared = [k for k in distinct.tolist() if k in many]
     mine = ~np.isin(ids, shared) if shared else np.ones(ids.size, bool)
     most = int(np.bincount(rows[mine]).max()) if mine.any() else 0
     return [names[k] for k in shared], most

@@ -47,7 +47,7 @@ class NodeArrays:
     order: np.ndarray       # (N, R) total-resource columns in dict order, -1 padded
     free: np.ndarray        # (N, R) available (1.0: an absent implicit column)
     present: np.ndarray     # (N, R) bool: in the available map
-    label: np.ndarray       # (N, L)
+    label: np.ndarray       # (N, Ln) the first Ln label keys (TickColumns.node_keys)
     idle: np.ndarray        # (N,) ms
     has_ray: np.ndarray     # (N,) bool
     launch_hash: list       # (N,)
@@ -57,7 +57,7 @@ class NodeArrays:
 
 def node_arrays(cols: NodeColumns, scr: Screen, run: Running, types: TypeArrays,
                 c: TickColumns) -> NodeArrays:
-    N, R, L = scr.kept.size, len(c.vocab), len(c.lvocab)
+    N, R, L = scr.kept.size, len(c.vocab), c.node_keys
     a = NodeArrays(
         total=np.zeros((N, R), dtype=QTY), order=np.full((N, R), -1, dtype=IDX),
         free=np.zeros((N, R), dtype=QTY), present=np.zeros((N, R), dtype=bool),
@@ -70,7 +70,7 @@ def node_arrays(cols: NodeColumns, scr: Screen, run: Running, types: TypeArrays,
         a.order[pend] = types.order[t]
         a.free[pend] = types.cap[t]
         a.present[pend] = order_mask(types.order[t], R)
-        a.label[pend] = types.label[t]
+        a.label[pend] = types.label[t, :L]
     a.clamped = encode_running(cols, run, scr.kept[run.rows], c, a)
     implicit = c.implicit
     a.free[:, implicit] = np.where(a.present[:, implicit], a.free[:, implicit], 1.0)

@@ -14,10 +14,13 @@ from vecsched.adapters.cli.warmup import SPINNER_TEXT
 from tests.kits.paths import REPO as ROOT
 
 
-def _warmup(cache_dir, *args):
+def _warmup(cache_dir, *args, shipped=None):
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir), COLUMNS="200",
                PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
                                           if p))
+    env.pop("VECSCHED_KERNEL_CACHE", None)
+    if shipped is not None:
+        env["VECSCHED_KERNEL_CACHE"] = str(shipped)
     return subprocess.run([sys.executable, "-m", "vecsched.adapters.cli.main", "warmup", *args], env=env,
                           cwd=str(ROOT), capture_output=True, text=True, timeout=900)
 
@@ -31,6 +34,31 @@ def test_warmup_compiles_once_then_loads_the_cache(tmp_path):
     second = _warmup(tmp_path)
     assert second.returncode == 0, second.stderr
     assert SPINNER_TEXT not in second.stdout and "loaded from the cache" in second.stdout
+    warm = _warmup(tmp_path, "--check")
+    assert warm.returncode == 0 and warm.stdout.startswith("warm: all "), warm.stdout
+    # The same cache shipped read only (VECSCHED_KERNEL_CACHE), numba's own empty:
+    # warm, and a warm-up loads it and writes nothing to either directory.
+    before = _files(tmp_path)
+    own = tmp_path / "own"
+    own.mkdir()
+    shipped = _warmup(own, "--check", shipped=tmp_path)
+    assert shipped.returncode == 0 and "(read only)" in shipped.stdout, shipped.stdout
+    third = _warmup(own, shipped=tmp_path)
+    assert third.returncode == 0 and "loaded from the cache" in third.stdout, third.stdout
+    assert _files(tmp_path) == before
+    assert not any(own.rglob("*.nb*"))
+
+
+def _files(d: Path) -> dict:
+    return {str(f): (f.stat().st_size, f.stat().st_mtime_ns) for f in d.rglob("*.nb*")}
+
+
+def test_check_says_cold_on_an_empty_cache_without_compiling(tmp_path):
+    got = _warmup(tmp_path, "--check", "--engine-only")
+    assert got.returncode == 1, (got.stdout, got.stderr)
+    assert got.stdout.startswith("cold: ") and len(got.stdout.strip().splitlines()) == 1
+    assert "run vecsched warmup" in got.stdout
+    assert not any(tmp_path.rglob("*.nbi"))            # nothing compiled, nothing saved
 
 
 class _Session:

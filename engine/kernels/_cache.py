@@ -1,0 +1,83 @@
+"""Kernels loaded from a cache built at install time and read only afterwards.
+
+numba keeps compiled kernels in a directory it must be able to write: beside
+the sources (``__pycache__``) or under ``NUMBA_CACHE_DIR``. An image whose
+files are read-only at run time (Kubernetes' ``readOnlyRootFilesystem``, a
+wheel installed by root and run by another user) cannot use a cache built when
+the image was: every container compiles again (15-25 s).
+
+``VECSCHED_KERNEL_CACHE=<dir>`` names such a cache: a directory that
+``NUMBA_CACHE_DIR=<dir> vecsched warmup`` filled at build time (numba's own
+layout, one sub-directory per source directory). When it is set before the
+engine is imported, each kernel looks there first, loads what it finds and
+never writes there: a kernel or specialisation it does not hold is compiled in
+memory, not saved (numba's own locators take over only when the directory has
+nothing for that kernel's source). numba keys each entry by the source's
+content and the machine's CPU, so a cache built for other sources or another
+CPU is simply not used. This reaches into numba's caching classes (numba
+0.68); if they change, ``shipped`` leaves the kernel with numba's own cache.
+"""
+from __future__ import annotations
+
+import os
+
+from numba.core import caching
+
+ENV = "VECSCHED_KERNEL_CACHE"
+
+
+class ShippedLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+    """The directory ``VECSCHED_KERNEL_CACHE`` names, laid out as under
+    ``NUMBA_CACHE_DIR``; read only (``ensure_cache_path`` creates nothing)."""
+
+    def __init__(self, py_func, py_file, path: str):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = path
+
+    def get_cache_path(self) -> str:
+        return self._cache_path
+
+    def ensure_cache_path(self) -> None:
+        if not os.path.isdir(self._cache_path):
+            raise OSError(f"{ENV}: {self._cache_path} is not a directory")
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        root = os.environ.get(ENV)
+        if not root or not os.path.exists(py_file):
+            return None
+        path = os.path.join(root, cls.get_suitable_cache_subpath(py_file))
+        return cls(py_func, py_file, path) if os.path.isdir(path) else None
+
+
+class _ShippedImpl(caching.CompileResultCacheImpl):
+    _locator_classes = [ShippedLocator] + list(caching.CompileResultCacheImpl._locator_classes)
+
+
+class ShippedCache(caching.FunctionCache):
+    """numba's per-function cache, looking in the shipped directory first and
+    never saving there."""
+
+    _impl_class = _ShippedImpl
+
+    def _save_overload(self, sig, data):
+        if isinstance(self._impl.locator, ShippedLocator):
+            return                      # read only: kept in memory for this process
+        super()._save_overload(sig, data)
+
+    @property
+    def read_only(self) -> bool:
+        return isinstance(self._impl.locator, ShippedLocator)
+
+
+def shipped(d):
+    """The dispatcher ``d`` (compiled with cache=True) with a ShippedCache when
+    ``VECSCHED_KERNEL_CACHE`` is set; ``d`` unchanged otherwise."""
+    if not os.environ.get(ENV) or type(getattr(d, "_cache", None)) is not caching.FunctionCache:
+        return d
+    try:
+        d._cache = ShippedCache(d.py_func)
+    except Exception:                   # numba's classes changed: its own cache stays
+        pass
+    return d
