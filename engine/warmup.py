@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import time
 
+# The read-only kernel cache (VECSCHED_KERNEL_CACHE), for kernels compiled outside the
+# engine (the Ray codec's scan): they read it as the engine's kernels do.
+from vecsched.engine.kernels._cache import shipped  # noqa: F401
+
 
 def warmup(efficient: bool = False) -> float:
     """Run one tiny tick that reaches every kernel (fits, walks, picks, classes,

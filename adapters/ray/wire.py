@@ -25,7 +25,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.internal import api_implementation
 from ray.core.generated.autoscaler_pb2 import NodeState
 
-from vecsched.engine.kernels._cache import shipped
+from vecsched.engine.warmup import shipped
 from vecsched.engine.model.node_columns import FlatMaps
 
 _FIELDS = NodeState.DESCRIPTOR.fields_by_name

@@ -128,7 +128,7 @@ def test_identical_running_nodes_equal_the_twin(monkeypatch):
     from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, build_problem
     from vecsched.engine.model.requests import GangSpec, RequestSpec
 
-    from tests.engine.raycompat.test_engine_properties import _plans_equal, _twin_schedule
+    from tests.kits.packer_twin import plans_equal, twin_schedule
 
     rng = np.random.default_rng(7)
     types = [NodeTypeSpec("c", {"CPU": 8.0, "memory": 32.0}, max_workers=400),
@@ -152,7 +152,7 @@ def test_identical_running_nodes_equal_the_twin(monkeypatch):
     p = build_problem(types, nodes, [RequestSpec({"CPU": 1.0}, 50)], idle_timeout_s=60.0,
                       gangs=gangs)
     plan = schedule(p)
-    _plans_equal(plan, _twin_schedule(p, monkeypatch), "identical running nodes")
+    plans_equal(plan, twin_schedule(p, monkeypatch), "identical running nodes")
     assert plan.gang_infeasible.sum() < p.G // 2 and plan.place_count.sum() == 50
     from vecsched.engine.raycompat.context import DEMAND, Context
     from vecsched.engine.raycompat.requests_view import Requests

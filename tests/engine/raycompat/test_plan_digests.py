@@ -14,7 +14,8 @@ import pytest
 
 from vecsched.engine import schedule
 
-from tests.engine.efficient.test_place_speed_equivalence import common, digest as _digest
+from bench.benchmarks import common
+from tests.kits.plan_digest import digest as _digest
 
 DIGESTS = {
     (1000, 1000, 50): "e8c934a04dfe73e9",
