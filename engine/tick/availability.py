@@ -214,8 +214,9 @@ class AvailabilityMemory:
         return frozenset(n for n, g in self._groups.items()
                          if (g.strikes > 0 and g.cap is None and now_s >= g.until)
                          or ((g.strikes > 0 or self._capped(g))
-                             and now_s - g.last >= min(o.probe_interval_s * o.backoff ** g.misses,
-                                                       max(o.max_ttl_s, o.probe_interval_s))
+                             and now_s - g.last >= _hold(o.probe_interval_s, o.backoff,
+                                                         g.misses + 1,
+                                                         max(o.max_ttl_s, o.probe_interval_s))
                              and (now_s < g.until or self._capped(g))))
 
     def held_until(self, group: str) -> float:

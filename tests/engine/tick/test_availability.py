@@ -146,6 +146,23 @@ def test_probes_at_a_cap_back_off_while_they_are_refused():
     assert m.probing(330.0) == {"g"}
 
 
+@pytest.mark.parametrize("backoff", [2.0, 1e300])
+def test_probes_refused_for_weeks_at_a_cap_wait_the_longest_hold(backoff):
+    """Each refused probe at a learned cap doubles the wait: after 1,100 of them the
+    wait must stay max_ttl_s (2.0 ** 1100 is no float) instead of raising every tick."""
+    m = AvailabilityMemory(AvailabilityOptions(ttl_s=100, probe_interval_s=30, backoff=backoff,
+                                               max_ttl_s=1800, cap_ttl_s=1e9))
+    at = 0.0
+    m.refused("g", at)
+    m.observe({"g": 2}, at + 1.0)
+    for _ in range(1100):
+        at += 1800.0
+        assert m.probing(at) == {"g"}
+        m.refused("g", at)
+        m.observe({"g": 2}, at + 1.0)
+    assert m.probing(at + 1799.0) == frozenset() and m.probing(at + 1800.0) == {"g"}
+
+
 def test_live_counts_are_a_problems_nodes_per_group():
     from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, build_problem
     from vecsched.engine.tick import live_counts
