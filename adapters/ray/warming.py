@@ -38,7 +38,7 @@ def entry_kernels() -> tuple:
 
     from . import wire
 
-    return engine_kernels() + (wire._count, wire._place, wire._intern)
+    return engine_kernels() + (wire._count, wire._place, wire._intern, wire._gather)
 
 
 class Warmup:
