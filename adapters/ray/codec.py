@@ -11,7 +11,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter, is_
+from operator import attrgetter, eq, is_, is_not
 
 import numpy as np
 from typing import Callable, Optional
@@ -20,7 +20,7 @@ from ray.autoscaler.v2.scheduler import SchedulingReply, SchedulingRequest
 from ray.core.generated.instance_manager_pb2 import Instance, LaunchRequest, TerminationRequest
 
 from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, build_problem
-from vecsched.engine.model.node_columns import FlatMaps, NodeColumns
+from vecsched.engine.model.node_columns import FlatMaps, NodeColumns, pick
 from vecsched.engine.model.ippr import K8S_NEW, K8S_NONE, K8S_OTHER, IpprState
 from vecsched.engine.model.requests import GangSpec, RequestSpec
 from vecsched.engine.model.dtypes import PRIVATE_PREFIX, Cause, Status
@@ -199,8 +199,10 @@ def _node_columns(req: SchedulingRequest, ippr: bool) -> NodeColumns:
 def _node_columns_of(insts: list, ims: list, use_wire: bool = True) -> NodeColumns:
     status = list(map(_STATUS, ims))
     rns = list(map(_RAY_NODE, insts))
-    mapped = [i for i, (st, rn) in enumerate(zip(status, rns)) if st == _RUNNING and rn is not None]
-    on, im_on = [rns[i] for i in mapped], [ims[i] for i in mapped]
+    n = len(insts)
+    mapped = np.flatnonzero(np.fromiter(map(eq, status, repeat(_RUNNING)), bool, n)
+                            & np.fromiter(map(is_not, rns, repeat(None)), bool, n))
+    on, im_on = pick(rns, mapped), pick(ims, mapped)
     got = wire.read(on) if use_wire and on else None
     if got is not None:
         total, avail, labels, idle, dynamic = got
@@ -212,7 +214,7 @@ def _node_columns_of(insts: list, ims: list, use_wire: bool = True) -> NodeColum
         labels, idle = _labels(on, dynamic), list(map(_IDLE, on))
     return NodeColumns(
         type=list(map(_TYPE, ims)), status=status, kind=list(map(_KIND, ims)),
-        mapped=np.asarray(mapped, np.int64), total=total, available=avail, labels=labels,
+        mapped=mapped, total=total, available=avail, labels=labels,
         idle_ms=idle, ray_node_id=list(map(_NODE_ID, im_on)),
         launch_hash=list(map(_HASH, im_on)))
 

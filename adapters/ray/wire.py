@@ -26,7 +26,7 @@ from google.protobuf.internal import api_implementation
 from ray.core.generated.autoscaler_pb2 import NodeState
 
 from vecsched.engine.warmup import shipped
-from vecsched.engine.model.node_columns import FlatMaps
+from vecsched.engine.model.node_columns import FlatMaps, pick
 
 _FIELDS = NodeState.DESCRIPTOR.fields_by_name
 # the maps read, in this order: (field, value is a string)
@@ -319,7 +319,7 @@ def read(nodes: list) -> Optional[tuple]:
     lo, hi = hi, seg[3 * N]
     kid, names = _strings(blob, buf, koff[lo:hi], klen[lo:hi])
     vid, vnames = _strings(blob, buf, voff[lo:hi], vlen[lo:hi])
-    out.append(FlatMaps(names, kid, [vnames[v] for v in vid.tolist()], cnt[2].copy()))
+    out.append(FlatMaps(names, kid, pick(vnames, vid), cnt[2].copy()))
     if not all(_order_holds(nodes, f, name) for f, (name, _) in zip(out, _MAPS)):
         return None
     return (*out, idle.tolist(), cnt[3])

@@ -10,10 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import getitem
+from operator import getitem, itemgetter
 from typing import Optional, Sequence
 
 import numpy as np
+
+
+def pick(items: Sequence, idx: np.ndarray) -> list:
+    """``[items[j] for j in idx]`` at C speed."""
+    if idx.size == 0:
+        return []
+    got = itemgetter(*idx.tolist())(items)
+    return [got] if idx.size == 1 else list(got)
 
 
 def columns(keys: list, ids: dict) -> np.ndarray:
@@ -61,8 +69,7 @@ class FlatMaps:
 
     def key_at(self, idx: np.ndarray) -> list:
         """The keys of entries ``idx``."""
-        names = self.names
-        return [names[k] for k in np.atleast_1d(self.kid[idx]).tolist()]
+        return pick(self.names, np.atleast_1d(self.kid[idx]))
 
     def columns(self, ids: dict) -> np.ndarray:
         """Each entry's column in ``ids`` (-1 for a key it lacks), one look-up

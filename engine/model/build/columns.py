@@ -123,13 +123,15 @@ def _prefixed(names: list, prefix: str) -> set:
     joined = "\x00" + "\x00".join(names)
     if joined.count("\x00") != len(names):
         return {k for k, name in enumerate(names) if name.startswith(prefix)}
-    starts = np.cumsum([0] + [len(name) + 1 for name in names[:-1]]) if names else []
     at, pat = [], "\x00" + prefix
     i = joined.find(pat)
     while i >= 0:
         at.append(i)
         i = joined.find(pat, i + 1)
-    return set(np.searchsorted(starts, np.asarray(at, np.int64)).tolist()) if at else set()
+    if not at:                              # the usual tick: no implicit resource
+        return set()
+    starts = np.cumsum([0] + [len(name) + 1 for name in names[:-1]])
+    return set(np.searchsorted(starts, np.asarray(at, np.int64)).tolist())
 
 
 def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray,

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import deque
 from itertools import repeat
 from dataclasses import dataclass
-from operator import itemgetter
 
 import numpy as np
 
@@ -19,7 +18,7 @@ from . import check
 from .node_types import TypeArrays
 from .columns import TickColumns
 from vecsched.engine.model.dtypes import CNT, IDX, PRIVATE_PREFIX, QTY, Status
-from vecsched.engine.model.node_columns import NodeColumns
+from vecsched.engine.model.node_columns import NodeColumns, pick
 from .screen import Screen
 from vecsched.engine.model.problem import ProblemError, order_mask
 
@@ -77,14 +76,6 @@ def node_arrays(cols: NodeColumns, scr: Screen, run: Running, types: TypeArrays,
     return a
 
 
-def _pick(items: list, idx: np.ndarray) -> list:
-    """``[items[j] for j in idx]`` at C speed."""
-    if idx.size == 0:
-        return []
-    got = itemgetter(*idx.tolist())(items)
-    return [got] if idx.size == 1 else list(got)
-
-
 def _spread(rows: np.ndarray, lens: np.ndarray):
     """Each entry's Problem row and its position within its map."""
     rr = np.repeat(rows, lens)
@@ -123,7 +114,7 @@ def encode_running(cols: NodeColumns, run: Running, inst: np.ndarray, c: TickCol
                          len(lab.names))[lab.kid]
         keep = np.flatnonzero(lc >= 0)
         if keep.size:
-            lv = values.add_many(list(map(str, _pick(lab.vals, keep))))
+            lv = values.add_many(list(map(str, pick(lab.vals, keep))))
             out.label[np.repeat(rows, lab.lens)[keep], lc[keep]] = lv
     total, free, present = out.total, out.free, out.present
     total[tr, tc] = tvals
@@ -134,16 +125,16 @@ def encode_running(cols: NodeColumns, run: Running, inst: np.ndarray, c: TickCol
     listed[tr, tc] = True
     tot_at = total[ar, ac]
     clamped = int((listed[ar, ac] & (tot_at > 0) & (avals > tot_at)).sum())
-    idle = _pick(cols.idle_ms, map_rows)
+    idle = pick(cols.idle_ms, map_rows)
     plain = set(map(type, idle)) <= {int} and (not idle or 0 <= min(idle) and max(idle) <= 1 << 62)
     for n, v in ([] if plain else zip(rows.tolist(), idle)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 or v > 1 << 62:
             raise ProblemError(f"instances[{where(n)}].idle_duration_ms",
                                f"must be a non-negative integer, got {v!r}")
     out.idle[rows] = idle
-    out.has_ray[rows] = np.fromiter(map(bool, _pick(cols.ray_node_id, map_rows)), bool,
+    out.has_ray[rows] = np.fromiter(map(bool, pick(cols.ray_node_id, map_rows)), bool,
                                     rows.size)
-    hashes = [h or "" for h in _pick(cols.launch_hash, map_rows)]
+    hashes = [h or "" for h in pick(cols.launch_hash, map_rows)]
     hash_list = out.launch_hash
     _set_all(hash_list, rows.tolist(), hashes)
     return clamped
@@ -167,17 +158,20 @@ def _private_columns(tr, ar, tc, ac, tot, avm, tvals, pseudo, node_private: list
         pv = tvals[t_priv].tolist()
         pairs = list(zip(zip(names, pv)))                     # ((name, total),) each
         later = np.flatnonzero(rank > 0).tolist()     # mostly none: one each (node:<ip>)
-        first = np.flatnonzero(rank == 0).tolist() if later else range(len(rl))
-        _set_all(node_private, [rl[j] for j in first], [pairs[j] for j in first])
+        if later:
+            first = np.flatnonzero(rank == 0).tolist()
+            _set_all(node_private, [rl[j] for j in first], [pairs[j] for j in first])
+        else:
+            _set_all(node_private, rl, pairs)
         for j in later:                               # a second or later one, in order
             node_private[rl[j]] += pairs[j]
     a_priv = np.flatnonzero(ac < 0)
     if a_priv.size:                                   # private in the availability map
-        a_names = avm.key_at(a_priv)
         if a_priv.size == t_priv.size and np.array_equal(ar[a_priv], tr[t_priv]) \
-                and a_names == names:
+                and _same_keys(tot, t_priv, avm, a_priv):
             ac[a_priv] = tc[t_priv]       # the same names on the same nodes, in the same order
         else:
+            a_names = avm.key_at(a_priv)
             pcol = dict(zip(zip(rl, names), tc[t_priv].tolist()))   # (row, name) -> column
             n_mine = dict(zip(rl, (rank + 1).tolist()))  # row -> its private ones so far
             keys = list(zip(ar[a_priv].tolist(), a_names))
@@ -189,6 +183,14 @@ def _private_columns(tr, ar, tc, ac, tot, avm, tvals, pseudo, node_private: list
                     n_mine[key[0]] = k + 1
                     got[i] = col
             ac[a_priv] = got
+
+
+def _same_keys(a, at: np.ndarray, b, bt: np.ndarray) -> bool:
+    """Whether entries ``at`` of FlatMaps ``a`` have the keys of entries ``bt`` of
+    ``b`` (by key index when the two share their list of distinct names)."""
+    if a.names is b.names:
+        return bool(np.array_equal(a.kid[at], b.kid[bt]))
+    return a.key_at(at) == b.key_at(bt)
 
 
 def _set_all(items: list, at: list, values: list) -> None:
