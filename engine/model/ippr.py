@@ -42,7 +42,8 @@ def encode(states: list[Optional[IpprState]]) -> dict:
     out = {"attached": np.zeros(n, bool), "resizing": np.zeros(n, bool),
            "k8s": np.zeros(n, np.int8), "failed": np.zeros(n, bool), "raylet": np.zeros(n, bool),
            "cur": np.zeros((n, 2)), "desired": np.zeros((n, 2)), "max": np.zeros((n, 2))}
-    for i, s in enumerate(states):
+    for i in ([] if states.count(None) == n else range(n)):
+        s = states[i]
         if s is None:
             continue
         out["attached"][i] = True

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vecsched.engine.model.dtypes import GPU, IMPLICIT_PREFIX, PRIVATE_PREFIX
-from vecsched.engine.model.node_columns import FlatMaps
+from vecsched.engine.model.node_columns import FlatMaps, columns
 from vecsched.engine.model.requests import collect_names
 from vecsched.engine.model.vocab import Vocab
 
@@ -76,7 +76,7 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
     for k in np.flatnonzero(np.bincount(maps[0].kid, minlength=len(names)) > 1).tolist():
         if "_group_" not in names[k]:
             vocab.add(names[k])
-    tc, ac = maps[0].columns(vocab.ids), maps[1].columns(vocab.ids)
+    tc, ac = _pair_columns(maps[0], maps[1], vocab.ids)
     known = len(vocab)
     named, n_private = new_names(maps[0], maps[1], tc, ac, implicit_prefix)
     for k in named:
@@ -91,9 +91,18 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
         vocab = Vocab(sorted(names))
         known = -1
     if len(vocab) > known:              # names that got a column since (or a new order)
-        tc, ac = maps[0].columns(vocab.ids), maps[1].columns(vocab.ids)
+        tc, ac = _pair_columns(maps[0], maps[1], vocab.ids)
     return TickColumns(vocab, lvocab, node_keys, values, tc, ac,
                        vocab.implicit_mask(implicit_prefix))
+
+
+def _pair_columns(tot: FlatMaps, av: FlatMaps, ids: dict) -> tuple:
+    """The columns of the totals' and the availabilities' entries: their shared
+    name list looked up once."""
+    if tot.names is not av.names:
+        return tot.columns(ids), av.columns(ids)
+    per_name = columns(tot.names, ids)
+    return tuple(per_name[f.kid] if f.kid.size else np.zeros(0, np.int64) for f in (tot, av))
 
 
 def _node_keys_first(lvocab: Vocab, types, maps: tuple, specs: list) -> tuple:

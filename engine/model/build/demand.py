@@ -4,6 +4,7 @@ table (engine/model/requests.py), with their counts and the gangs over them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Optional, Sequence
 
 import numpy as np
@@ -12,6 +13,7 @@ from . import check
 from .columns import TickColumns
 from vecsched.engine.model.dtypes import CNT, IDX
 from vecsched.engine.model.errors import ProblemError
+from vecsched.engine.model.node_columns import pick
 from vecsched.engine.model.requests import GangSpec, RequestSpec, RequestTable, encode
 
 
@@ -29,16 +31,12 @@ class DemandRows:
 
     @classmethod
     def of(cls, requests, constraint, gangs) -> "DemandRows":
-        gang_specs, first_bundle, bundle_row = [], [], []
-        row_of: dict = {}
-        for b in (b for g in gangs for b in g.requests):
-            r = row_of.get(id(b))
-            if r is None:
-                r = row_of[id(b)] = len(gang_specs)
-                gang_specs.append(b)
-                first_bundle.append(len(bundle_row))
-            bundle_row.append(r)
-        specs = list(requests) + list(constraint or ()) + gang_specs
+        bundles = [b for g in gangs for b in g.requests]
+        row_of: dict = {}           # id(bundle) -> its row, numbered in first-seen order
+        bundle_row = list(map(row_of.setdefault, map(id, bundles), map(len, repeat(row_of))))
+        first = np.unique(np.asarray(bundle_row, np.int64), return_index=True)[1]
+        first_bundle = first.tolist()
+        specs = list(requests) + list(constraint or ()) + pick(bundles, first)
         return cls(requests, constraint, gangs, specs, first_bundle, bundle_row)
 
     @property
@@ -79,13 +77,13 @@ def demand_arrays(d: DemandRows, c: TickColumns) -> DemandArrays:
     gang_ptr = np.zeros(len(gangs) + 1, dtype=IDX)
     gang_ptr[1:] = np.cumsum([len(gs.requests) for gs in gangs], dtype=np.int64)
     gang_req = (S + C + np.asarray(d.bundle_row, np.int64)).astype(IDX)
+    keys = [gs.sort_key for gs in gangs]
+    for g in [g for g, key in enumerate(keys) if key is None]:
+        keys[g] = (int(table.n_pc[gang_req[gang_ptr[g]: gang_ptr[g + 1]]].sum()),
+                   len(gangs[g].requests))
     gang_key = np.zeros((len(gangs), 2), dtype=CNT)
-    for g, gs in enumerate(gangs):
-        key = gs.sort_key
-        if key is None:
-            key = (int(table.n_pc[gang_req[gang_ptr[g]: gang_ptr[g + 1]]].sum()),
-                   len(gs.requests))
-        gang_key[g] = key
+    if keys:
+        gang_key[:] = keys
     return DemandArrays(table, shape_count, con_count, gang_ptr, gang_req, gang_key)
 
 

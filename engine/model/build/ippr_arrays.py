@@ -27,7 +27,7 @@ def node_states(cols: NodeColumns, scr: Screen) -> list:
 
 
 def any_ippr(types: Sequence, states: list) -> bool:
-    return any(ts.ippr_max is not None for ts in types) or any(s is not None for s in states)
+    return any(ts.ippr_max is not None for ts in types) or states.count(None) != len(states)
 
 
 def ippr_arrays(types: Sequence, T: int, states: list, kept: np.ndarray, vocab,

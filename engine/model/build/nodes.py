@@ -134,7 +134,9 @@ def encode_running(cols: NodeColumns, run: Running, inst: np.ndarray, c: TickCol
     out.idle[rows] = idle
     out.has_ray[rows] = np.fromiter(map(bool, pick(cols.ray_node_id, map_rows)), bool,
                                     rows.size)
-    hashes = [h or "" for h in pick(cols.launch_hash, map_rows)]
+    hashes = pick(cols.launch_hash, map_rows)
+    if set(map(type, hashes)) != {str}:           # None (or another empty value) is ""
+        hashes = [h or "" for h in hashes]
     hash_list = out.launch_hash
     _set_all(hash_list, rows.tolist(), hashes)
     return clamped
@@ -158,9 +160,9 @@ def _private_columns(tr, ar, tc, ac, tot, avm, tvals, pseudo, node_private: list
         pv = tvals[t_priv].tolist()
         pairs = list(zip(zip(names, pv)))                     # ((name, total),) each
         later = np.flatnonzero(rank > 0).tolist()     # mostly none: one each (node:<ip>)
-        if later:
-            first = np.flatnonzero(rank == 0).tolist()
-            _set_all(node_private, [rl[j] for j in first], [pairs[j] for j in first])
+        if later:                                     # the head: node:<ip> and its marker
+            first = np.flatnonzero(rank == 0)
+            _set_all(node_private, pick(rl, first), pick(pairs, first))
         else:
             _set_all(node_private, rl, pairs)
         for j in later:                               # a second or later one, in order
