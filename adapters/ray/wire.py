@@ -293,7 +293,7 @@ def _decode_all(blob: bytes, buf, off, length) -> list:
 
 
 def read(nodes: list) -> Optional[tuple]:
-    """(total, available, labels) FlatMaps, idle times (list of int) and the
+    """(total, available, labels) FlatMaps, idle times (int64 array) and the
     count of dynamic labels per node, of these NodeState messages; None when
     the bytes cannot be vouched for (see the module docstring)."""
     if not _SCHEMA_OK:
@@ -322,7 +322,7 @@ def read(nodes: list) -> Optional[tuple]:
     out.append(FlatMaps(names, kid, pick(vnames, vid), cnt[2].copy()))
     if not all(_order_holds(nodes, f, name) for f, (name, _) in zip(out, _MAPS)):
         return None
-    return (*out, idle.tolist(), cnt[3])
+    return (*out, idle, cnt[3])
 
 
 def _order_holds(nodes: list, flat: FlatMaps, field: str) -> bool:

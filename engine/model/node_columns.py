@@ -106,7 +106,7 @@ class NodeColumns:
     list when no instance has one). ``mapped`` lists, ascending, the instances
     whose Ray node is known (GCS totals); ``total``, ``available``, ``labels``,
     ``idle_ms``, ``ray_node_id`` and ``launch_hash`` have one entry per mapped
-    instance."""
+    instance (``idle_ms`` a list, or an int64 array from a bulk reader)."""
     type: list
     status: list
     kind: list
@@ -114,7 +114,7 @@ class NodeColumns:
     total: FlatMaps
     available: FlatMaps
     labels: FlatMaps
-    idle_ms: list
+    idle_ms: Sequence
     ray_node_id: list
     launch_hash: list
     ippr: Optional[list] = None

@@ -125,8 +125,13 @@ def encode_running(cols: NodeColumns, run: Running, inst: np.ndarray, c: TickCol
     listed[tr, tc] = True
     tot_at = total[ar, ac]
     clamped = int((listed[ar, ac] & (tot_at > 0) & (avals > tot_at)).sum())
-    idle = pick(cols.idle_ms, map_rows)
-    plain = set(map(type, idle)) <= {int} and (not idle or 0 <= min(idle) and max(idle) <= 1 << 62)
+    idle = _idle(cols.idle_ms, map_rows)
+    if isinstance(idle, np.ndarray):              # int64 from a bulk reader: checked at once
+        plain = not ((idle < 0) | (idle > 1 << 62)).any()
+        idle = idle if plain else idle.tolist()   # the loop below names the first bad one
+    else:
+        plain = set(map(type, idle)) <= {int} and (not idle or 0 <= min(idle)
+                                                   and max(idle) <= 1 << 62)
     for n, v in ([] if plain else zip(rows.tolist(), idle)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 or v > 1 << 62:
             raise ProblemError(f"instances[{where(n)}].idle_duration_ms",
@@ -140,6 +145,13 @@ def encode_running(cols: NodeColumns, run: Running, inst: np.ndarray, c: TickCol
     hash_list = out.launch_hash
     _set_all(hash_list, rows.tolist(), hashes)
     return clamped
+
+
+def _idle(idle_ms, map_rows: np.ndarray):
+    """The idle times of the rows: an int64 array when the columns hold one."""
+    if isinstance(idle_ms, np.ndarray) and idle_ms.dtype == np.int64 and idle_ms.ndim == 1:
+        return idle_ms[map_rows]
+    return pick(idle_ms, map_rows)
 
 
 def _private_columns(tr, ar, tc, ac, tot, avm, tvals, pseudo, node_private: list) -> None:

@@ -179,7 +179,7 @@ def test_codec_bulk_read_equals_per_instance_specs(seed):
     got = codec._node_columns(req, False)
     want = NodeColumns.of([codec._node_spec(inst, req, False) for inst in req.current_instances])
     for f in ("type", "status", "kind", "idle_ms", "ray_node_id", "launch_hash"):
-        assert getattr(got, f) == getattr(want, f), f
+        assert list(getattr(got, f)) == list(getattr(want, f)), f
     assert got.mapped.tolist() == want.mapped.tolist()
     for f in ("total", "available", "labels"):
         a, b = getattr(got, f), getattr(want, f)
@@ -210,7 +210,7 @@ def test_wire_read_equals_reading_the_maps(seed):
         assert flat.lens.tolist() == [len(m) for m in maps], field
     assert labels.keys == [k for rn in on for k in rn.labels]
     assert labels.vals == [rn.labels[k] for rn in on for k in rn.labels]
-    assert idle == [rn.idle_duration_ms for rn in on]
+    assert idle.dtype == np.int64 and idle.tolist() == [rn.idle_duration_ms for rn in on]
     assert dynamic.tolist() == [len(rn.dynamic_labels) for rn in on]
     insts = list(req.current_instances)
     ims = [i.im_instance for i in insts]
@@ -243,3 +243,26 @@ def _forward(place, buf, starts, nums, is_str, seg):
         for a in (koff, klen, val, voff, vlen):
             a[lo:hi] = a[lo:hi][::-1].copy()
     return koff, klen, val, voff, vlen
+
+
+@pytest.mark.parametrize("idle", [-5, (1 << 62) + 1])
+def test_a_bad_idle_time_read_from_the_wire_is_named(idle):
+    """The wire's idle times are checked as one array; a bad one still names its
+    instance and shows the value as the protobuf holds it."""
+    from vecsched.adapters.ray import codec
+
+    for seed in range(20):
+        req = make_request(seed)
+        at = [i for i, inst in enumerate(req.current_instances)
+              if inst.ray_node is not None and inst.im_instance is not None
+              and inst.im_instance.status == Status.RAY_RUNNING]
+        bulk = not (req.ippr_statuses and req.ippr_specs) and all(
+            inst.im_instance is not None for inst in req.current_instances)
+        if at and bulk:                 # read by the wire scan, not per instance
+            break
+    i = at[-1]
+    req.current_instances[i].ray_node.idle_duration_ms = idle
+    with pytest.raises(ProblemError) as e:
+        codec.decode(req)
+    assert e.value.field == f"instances[{i}].idle_duration_ms"
+    assert f"got {idle}" in str(e.value)
