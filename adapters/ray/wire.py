@@ -206,45 +206,63 @@ def _same(buf, a, b, ln):
 
 
 @njit(cache=True)
-def _intern(buf, off, length):
+def _intern(buf, off, length, spans):
     """Equal byte strings get one id, numbered in first-seen order: (id of each
     string, the first string of each id). Exact: hashes only pick the slot,
-    bytes decide equality. The table grows with the distinct strings (a tick's
-    keys are mostly the same few names), so it stays small."""
+    bytes decide equality. The strings are visited span by span (``spans``:
+    [lo, hi) rows covering each string once): a node's totals, then its
+    availabilities, while its bytes are still in cache. The table grows with
+    the distinct strings (a tick's keys are mostly the same few names), and
+    each id keeps its hash and bytes' place side by side."""
     n = off.size
     size = 64
     table = np.full(size, -1, np.int64)
-    hashes = np.empty(n, np.uint64)         # of each id
+    ent = np.empty((n, 3), np.int64)        # per id: hash (63 bits), offset, length
     ids = np.empty(n, np.int64)
-    first = np.empty(n, np.int64)
     nd = 0
-    for e in range(n):
-        o, ln = off[e], length[e]
-        h = _hash(buf, o, ln)
-        slot = np.int64(h & np.uint64(size - 1))
-        while True:
-            d = table[slot]
-            if d < 0:
-                table[slot] = nd
-                hashes[nd] = h
-                first[nd] = e
-                ids[e] = nd
-                nd += 1
-                break
-            r = first[d]
-            if hashes[d] == h and length[r] == ln and _same(buf, off[r], o, ln):
-                ids[e] = d
-                break
-            slot = (slot + 1) & (size - 1)
-        if 2 * nd > size:                   # at most half full: double and re-place
-            size *= 2
-            table = np.full(size, -1, np.int64)
-            for d in range(nd):
-                slot = np.int64(hashes[d] & np.uint64(size - 1))
-                while table[slot] >= 0:
-                    slot = (slot + 1) & (size - 1)
-                table[slot] = d
-    return ids, first[:nd]
+    for s in range(spans.shape[0]):
+        for e in range(spans[s, 0], spans[s, 1]):
+            o, ln = off[e], length[e]
+            h = np.int64(_hash(buf, o, ln) >> np.uint64(1))
+            slot = h & (size - 1)
+            while True:
+                d = table[slot]
+                if d < 0:
+                    table[slot] = nd
+                    ent[nd, 0], ent[nd, 1], ent[nd, 2] = h, o, ln
+                    ids[e] = nd
+                    nd += 1
+                    break
+                if ent[d, 0] == h and ent[d, 2] == ln and _same(buf, ent[d, 1], o, ln):
+                    ids[e] = d
+                    break
+                slot = (slot + 1) & (size - 1)
+            if 2 * nd > size:               # at most half full: double and re-place
+                size *= 2
+                table = np.full(size, -1, np.int64)
+                for d in range(nd):
+                    slot = ent[d, 0] & (size - 1)
+                    while table[slot] >= 0:
+                        slot = (slot + 1) & (size - 1)
+                    table[slot] = d
+    return _first_seen(ids, nd)
+
+
+@njit(cache=True)
+def _first_seen(ids, nd):
+    """``ids`` renumbered in first-seen order, in place, and the first index of
+    each id."""
+    new = np.full(nd, -1, np.int64)
+    first = np.empty(nd, np.int64)
+    k = 0
+    for e in range(ids.size):
+        d = ids[e]
+        if new[d] < 0:
+            new[d] = k
+            first[k] = e
+            k += 1
+        ids[e] = new[d]
+    return ids, first
 
 
 @njit(cache=True)
@@ -267,15 +285,18 @@ def _gather(buf, off, length):
 
 
 for _kernel in (_varint, _skip, _which, _count, _place, _word, _hash, _same, _intern,
-                _gather):
+                _first_seen, _gather):
     shipped(_kernel)                    # a read-only cache built at install time
 
 _SERIALIZE = methodcaller("SerializeToString")
 
 
-def _strings(blob: bytes, buf, off, length):
-    """(id of each string, the distinct strings decoded) of byte ranges."""
-    ids, first = _intern(buf, off, length)
+def _strings(blob: bytes, buf, off, length, spans=None):
+    """(id of each string, the distinct strings decoded) of byte ranges, visited
+    in ``spans`` (default: in order)."""
+    if spans is None:
+        spans = np.array([[0, off.size]], np.int64)
+    ids, first = _intern(buf, off, length, spans)
     return ids, _decode_all(blob, buf, off[first], length[first])
 
 
@@ -313,7 +334,8 @@ def read(nodes: list) -> Optional[tuple]:
     # totals and availabilities share one name list (a node names mostly the
     # same resources in both), the labels have their own
     mid, hi = seg[N], seg[2 * N]
-    kid, names = _strings(blob, buf, koff[:hi], klen[:hi])
+    spans = np.stack([seg[:N], seg[1:N + 1], seg[N:2 * N], seg[N + 1:2 * N + 1]], 1)
+    kid, names = _strings(blob, buf, koff[:hi], klen[:hi], spans.reshape(2 * N, 2))
     out = [FlatMaps(names, kid[:mid], val[:mid], cnt[0].copy()),
            FlatMaps(names, kid[mid:], val[mid:hi], cnt[1].copy())]
     lo, hi = hi, seg[3 * N]

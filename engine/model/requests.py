@@ -9,6 +9,7 @@ selector holds when all its constraints do), stored as CSR arrays.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -83,8 +84,15 @@ class RequestTable:
 
 
 def collect_names(specs: Sequence[RequestSpec], vocab: Vocab, lvocab: Vocab) -> None:
-    for rs in {id(rs): rs for rs in specs}.values():   # a shared spec once
-        for k in rs.resources:
+    unique = list({id(rs): rs for rs in specs}.values())   # a shared spec once
+    try:            # the resource names at once; a bad one: the loop below names the first
+        for k in dict.fromkeys(chain.from_iterable(rs.resources for rs in unique)):
+            vocab.add(k)
+        plain = True
+    except (TypeError, ValueError):
+        plain = False
+    for rs in unique:
+        for k in () if plain else rs.resources:
             vocab.add(k)
         for sel in rs.label_selectors:
             for con in sel:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vecsched.engine.model.dtypes import GPU, IMPLICIT_PREFIX, PRIVATE_PREFIX
-from vecsched.engine.model.node_columns import FlatMaps, columns
+from vecsched.engine.model.node_columns import FlatMaps, columns, pick
 from vecsched.engine.model.requests import collect_names
 from vecsched.engine.model.vocab import Vocab
 
@@ -115,7 +115,8 @@ def _node_keys_first(lvocab: Vocab, types, maps: tuple, specs: list) -> tuple:
     held = {k for ts in types for k in ts.labels}
     if len(maps) > 2 and maps[2].kid.size:
         names = maps[2].names
-        held.update(names[k] for k in np.unique(maps[2].kid).tolist())
+        used = np.flatnonzero(np.bincount(maps[2].kid, minlength=len(names)))
+        held.update(pick(names, used))
     for rs in {id(rs): rs for rs in specs}.values():
         for sel in rs.label_selectors:
             held.update(con[0] for con in sel)
@@ -179,7 +180,8 @@ def new_names(tot: FlatMaps, av: FlatMaps, tc: np.ndarray, ac: np.ndarray,
     many |= _prefixed(names, implicit_prefix)
     if GPU in names:
         many.add(names.index(GPU))
-    shared = [k for k in distinct.tolist() if k in many]
+    shared = (distinct[np.isin(distinct, np.fromiter(many, np.int64, len(many)))].tolist()
+              if many else [])
     mine = ~np.isin(ids, shared) if shared else np.ones(ids.size, bool)
     most = int(np.bincount(rows[mine]).max()) if mine.any() else 0
     return [names[k] for k in shared], most

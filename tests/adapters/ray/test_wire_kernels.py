@@ -43,8 +43,17 @@ def test_intern_equals_its_twin(seed):
     rng = np.random.default_rng(seed)
     blob, off, length = _strings(rng, int(rng.integers(0, 3000)))
     buf = np.frombuffer(blob, np.uint8)
-    ids, first = wire._intern(buf, np.asarray(off, np.int64), np.asarray(length, np.int64))
+    ids, first = wire._intern(buf, np.asarray(off, np.int64), np.asarray(length, np.int64),
+                              _spans(rng, len(off)))
     assert (ids.tolist(), first.tolist()) == intern_twin(blob, off, length)
+
+
+def _spans(rng, n: int) -> np.ndarray:
+    """The rows 0..n cut into spans at random, visited in a random order (the
+    numbering must not depend on it)."""
+    cuts = np.unique(np.r_[0, rng.integers(0, n + 1, int(rng.integers(0, 12))), n])
+    spans = np.stack([cuts[:-1], cuts[1:]], 1) if cuts.size > 1 else np.zeros((0, 2), np.int64)
+    return np.ascontiguousarray(spans[rng.permutation(len(spans))], np.int64)
 
 
 def test_intern_grows_its_table_past_many_distinct_strings():
@@ -53,7 +62,8 @@ def test_intern_grows_its_table_past_many_distinct_strings():
     length = [len(s) for s in names * 2]
     off = np.cumsum([0] + length[:-1]).tolist()
     buf = np.frombuffer(blob, np.uint8)
-    ids, first = wire._intern(buf, np.asarray(off, np.int64), np.asarray(length, np.int64))
+    spans = np.array([[5000, 10000], [0, 5000]], np.int64)     # the second half first
+    ids, first = wire._intern(buf, np.asarray(off, np.int64), np.asarray(length, np.int64), spans)
     assert ids.tolist() == list(range(5000)) * 2
     assert first.tolist() == list(range(5000))
 
