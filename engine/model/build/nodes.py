@@ -171,14 +171,11 @@ def _private_columns(tr, ar, tc, ac, tot, avm, tvals, pseudo, node_private: list
         rl = rows_p.tolist()
         pv = tvals[t_priv].tolist()
         pairs = list(zip(zip(names, pv)))                     # ((name, total),) each
-        later = np.flatnonzero(rank > 0).tolist()     # mostly none: one each (node:<ip>)
-        if later:                                     # the head: node:<ip> and its marker
-            first = np.flatnonzero(rank == 0)
-            _set_all(node_private, pick(rl, first), pick(pairs, first))
-        else:
-            _set_all(node_private, rl, pairs)
-        for j in later:                               # a second or later one, in order
-            node_private[rl[j]] += pairs[j]
+        _set_all(node_private, rl, pairs)             # a node with several: its last one
+        for j in np.flatnonzero(rank > 0).tolist():   # mostly only the head (its marker):
+            first = int(start_of[j])                  # all of them, in order
+            so_far = pairs[first] if j == first + 1 else node_private[rl[j]]
+            node_private[rl[j]] = so_far + pairs[j]
     a_priv = np.flatnonzero(ac < 0)
     if a_priv.size:                                   # private in the availability map
         if a_priv.size == t_priv.size and np.array_equal(ar[a_priv], tr[t_priv]) \
