@@ -38,7 +38,7 @@ def entry_kernels() -> tuple:
 
     from . import wire
 
-    return engine_kernels() + (wire._count, wire._place, wire._intern, wire._gather)
+    return engine_kernels() + (wire._count, wire._place, wire._first_seen, wire._gather)
 
 
 class Warmup:

@@ -47,7 +47,13 @@ _SCHEMA_OK = (
             for f, s in _MAPS))
 
 
-@njit(cache=True)
+# Helpers called per field or per string: inlined into the scan and compiled
+# without numba's reference counting (an array argument is borrowed, so no
+# atomic increment and decrement per call; they make no arrays).
+_LEAF = dict(cache=True, _nrt=False, forceinline=True)
+
+
+@njit(**_LEAF)
 def _varint(buf, i):
     x = np.int64(0)
     shift = 0
@@ -60,7 +66,7 @@ def _varint(buf, i):
             return x, i
 
 
-@njit(cache=True)
+@njit(**_LEAF)
 def _skip(buf, i, wire_type):
     """Past one field's value; -1 for a wire type proto3 does not write."""
     if wire_type == 0:
@@ -77,7 +83,7 @@ def _skip(buf, i, wire_type):
     return i
 
 
-@njit(cache=True)
+@njit(**_LEAF)
 def _which(nums, f):
     for k in range(nums.size):
         if nums[k] == f:
@@ -113,54 +119,7 @@ def _count(buf, starts, nums, idle_num):
     return cnt, idle, True
 
 
-@njit(cache=True)
-def _place(buf, starts, nums, is_str, seg):
-    """Every entry's key (offset, length) and value (a double, or a string's
-    offset and length) at its place: map k of node n fills seg[k*N+n] up to
-    seg[k*N+n+1], back to front (upb writes a map in reverse iteration order)."""
-    N = starts.size - 1
-    total = seg[-1]
-    koff = np.zeros(total, np.int64)
-    klen = np.zeros(total, np.int64)
-    val = np.zeros(total, np.float64)
-    voff = np.zeros(total, np.int64)
-    vlen = np.zeros(total, np.int64)
-    for n in range(N):
-        i, end = starts[n], starts[n + 1]
-        placed = np.zeros(nums.size, np.int64)
-        while i < end:
-            tag, i = _varint(buf, i)
-            f, wt = tag >> 3, tag & 7
-            k = _which(nums, f)
-            if k < 0 or wt != 2:
-                i = _skip(buf, i, wt)
-                continue
-            ln, i = _varint(buf, i)
-            stop = i + ln
-            pos = seg[k * N + n + 1] - 1 - placed[k]
-            placed[k] += 1
-            koff[pos], voff[pos] = i, i
-            while i < stop:
-                t2, i = _varint(buf, i)
-                f2, w2 = t2 >> 3, t2 & 7
-                if f2 == 1 and w2 == 2:
-                    klen[pos], i = _varint(buf, i)
-                    koff[pos] = i
-                    i += klen[pos]
-                elif f2 == 2 and w2 == 1 and not is_str[k]:
-                    val[pos] = buf[i:i + 8].view(np.float64)[0]
-                    i += 8
-                elif f2 == 2 and w2 == 2 and is_str[k]:
-                    vlen[pos], i = _varint(buf, i)
-                    voff[pos] = i
-                    i += vlen[pos]
-                else:
-                    i = _skip(buf, i, w2)
-            i = stop
-    return koff, klen, val, voff, vlen
-
-
-@njit(cache=True)
+@njit(**_LEAF)
 def _word(buf, b):
     """The 8 bytes at ``b`` as one little-endian word (LLVM makes it one load; a
     ``view`` of a slice costs 20 times more)."""
@@ -170,11 +129,11 @@ def _word(buf, b):
     return x
 
 
-@njit(cache=True)
+@njit(**_LEAF)
 def _hash(buf, o, ln):
     """FNV-1a over the bytes at ``o``, eight at a time (the tail one by one),
     then MurmurHash3's final mix (the table's slot is the low bits)."""
-    h = np.uint64(14695981039346656037)
+    h = np.uint64(14695981039346656037) ^ np.uint64(ln)
     b, stop = o, o + ln
     while b + 8 <= stop:
         h = (h ^ _word(buf, b)) * np.uint64(1099511628211)
@@ -190,7 +149,7 @@ def _hash(buf, o, ln):
     return h
 
 
-@njit(cache=True)
+@njit(**_LEAF)
 def _same(buf, a, b, ln):
     """Whether the ``ln`` bytes at ``a`` and at ``b`` are equal."""
     k = 0
@@ -205,55 +164,108 @@ def _same(buf, a, b, ln):
     return True
 
 
+@njit(**_LEAF)
+def _lookup(buf, o, ln, table, ent, nd):
+    """(id of the ``ln`` bytes at ``o``, ids so far): a new byte string takes
+    the next id, in ``table`` and in ``ent`` (its hash, offset and length, side
+    by side). The caller doubles the table when it is half full (``_grown``).
+    Exact: the hash only picks the slot, the bytes decide equality."""
+    h = np.int64(_hash(buf, o, ln) >> np.uint64(1))
+    mask = table.size - 1
+    slot = h & mask
+    while True:
+        d = table[slot]
+        if d < 0:
+            table[slot] = nd
+            ent[nd, 0], ent[nd, 1], ent[nd, 2] = h, o, ln
+            return nd, nd + 1
+        if ent[d, 0] == h and ent[d, 2] == ln and _same(buf, ent[d, 1], o, ln):
+            return d, nd
+        slot = (slot + 1) & mask
+
+
 @njit(cache=True)
-def _intern(buf, off, length, spans):
-    """Equal byte strings get one id, numbered in first-seen order: (id of each
-    string, the first string of each id). Exact: hashes only pick the slot,
-    bytes decide equality. The strings are visited span by span (``spans``:
-    [lo, hi) rows covering each string once): a node's totals, then its
-    availabilities, while its bytes are still in cache. The table grows with
-    the distinct strings (a tick's keys are mostly the same few names), and
-    each id keeps its hash and bytes' place side by side."""
-    n = off.size
-    size = 64
-    table = np.full(size, -1, np.int64)
-    ent = np.empty((n, 3), np.int64)        # per id: hash (63 bits), offset, length
-    ids = np.empty(n, np.int64)
+def _grown(table, ent, nd):
+    """``table``, or a table twice its size when more than half full."""
+    if 2 * nd <= table.size:
+        return table
+    size = 2 * table.size
+    out = np.full(size, -1, np.int64)
+    for j in range(nd):
+        slot = ent[j, 0] & (size - 1)
+        while out[slot] >= 0:
+            slot = (slot + 1) & (size - 1)
+        out[slot] = j
+    return out
+
+
+@njit(cache=True)
+def _place(buf, starts, nums, is_str, seg):
+    """Every entry at its place: map k of node n fills seg[k*N+n] up to
+    seg[k*N+n+1], back to front (upb writes a map in reverse iteration order).
+    Returns each entry's key id, value (a double) and string value's id (-1 for
+    a double), and ``ent``: the hash, offset and length of each id. Ids number
+    the distinct byte strings, keys and values alike, while the node's bytes
+    are in cache (a missing key or value is the empty string)."""
+    N = starts.size - 1
+    total = seg[-1]
+    kid = np.zeros(total, np.int64)
+    vid = np.full(total, -1, np.int64)
+    val = np.zeros(total, np.float64)
+    table = np.full(64, -1, np.int64)
+    ent = np.empty((2 * total, 3), np.int64)
     nd = 0
-    for s in range(spans.shape[0]):
-        for e in range(spans[s, 0], spans[s, 1]):
-            o, ln = off[e], length[e]
-            h = np.int64(_hash(buf, o, ln) >> np.uint64(1))
-            slot = h & (size - 1)
-            while True:
-                d = table[slot]
-                if d < 0:
-                    table[slot] = nd
-                    ent[nd, 0], ent[nd, 1], ent[nd, 2] = h, o, ln
-                    ids[e] = nd
-                    nd += 1
-                    break
-                if ent[d, 0] == h and ent[d, 2] == ln and _same(buf, ent[d, 1], o, ln):
-                    ids[e] = d
-                    break
-                slot = (slot + 1) & (size - 1)
-            if 2 * nd > size:               # at most half full: double and re-place
-                size *= 2
-                table = np.full(size, -1, np.int64)
-                for d in range(nd):
-                    slot = ent[d, 0] & (size - 1)
-                    while table[slot] >= 0:
-                        slot = (slot + 1) & (size - 1)
-                    table[slot] = d
-    return _first_seen(ids, nd)
+    word = np.zeros(1, np.uint64)
+    as_double = word.view(np.float64)
+    placed = np.zeros(nums.size, np.int64)
+    for n in range(N):
+        i, end = starts[n], starts[n + 1]
+        placed[:] = 0
+        while i < end:
+            tag, i = _varint(buf, i)
+            f, wt = tag >> 3, tag & 7
+            k = _which(nums, f)
+            if k < 0 or wt != 2:
+                i = _skip(buf, i, wt)
+                continue
+            ln, i = _varint(buf, i)
+            stop = i + ln
+            pos = seg[k * N + n + 1] - 1 - placed[k]
+            placed[k] += 1
+            ko, kl, vo, vl = i, 0, i, 0
+            while i < stop:
+                t2, i = _varint(buf, i)
+                f2, w2 = t2 >> 3, t2 & 7
+                if f2 == 1 and w2 == 2:
+                    kl, i = _varint(buf, i)
+                    ko = i
+                    i += kl
+                elif f2 == 2 and w2 == 1 and not is_str[k]:
+                    word[0] = _word(buf, i)
+                    val[pos] = as_double[0]
+                    i += 8
+                elif f2 == 2 and w2 == 2 and is_str[k]:
+                    vl, i = _varint(buf, i)
+                    vo = i
+                    i += vl
+                else:
+                    i = _skip(buf, i, w2)
+            kid[pos], nd = _lookup(buf, ko, kl, table, ent, nd)
+            if is_str[k]:
+                vid[pos], nd = _lookup(buf, vo, vl, table, ent, nd)
+            if 2 * nd > table.size:
+                table = _grown(table, ent, nd)
+            i = stop
+    return kid, val, vid, ent[:nd]
 
 
 @njit(cache=True)
 def _first_seen(ids, nd):
-    """``ids`` renumbered in first-seen order, in place, and the first index of
-    each id."""
+    """``ids`` (each < nd) renumbered in first-seen order, and the first index
+    of each new id."""
     new = np.full(nd, -1, np.int64)
-    first = np.empty(nd, np.int64)
+    out = np.empty(ids.size, np.int64)
+    first = np.empty(ids.size, np.int64)
     k = 0
     for e in range(ids.size):
         d = ids[e]
@@ -261,8 +273,8 @@ def _first_seen(ids, nd):
             new[d] = k
             first[k] = e
             k += 1
-        ids[e] = new[d]
-    return ids, first
+        out[e] = new[d]
+    return out, first[:k]
 
 
 @njit(cache=True)
@@ -284,20 +296,19 @@ def _gather(buf, off, length):
     return out, nul
 
 
-for _kernel in (_varint, _skip, _which, _count, _place, _word, _hash, _same, _intern,
+for _kernel in (_varint, _skip, _which, _count, _word, _hash, _same, _lookup, _grown, _place,
                 _first_seen, _gather):
     shipped(_kernel)                    # a read-only cache built at install time
 
 _SERIALIZE = methodcaller("SerializeToString")
 
 
-def _strings(blob: bytes, buf, off, length, spans=None):
-    """(id of each string, the distinct strings decoded) of byte ranges, visited
-    in ``spans`` (default: in order)."""
-    if spans is None:
-        spans = np.array([[0, off.size]], np.int64)
-    ids, first = _intern(buf, off, length, spans)
-    return ids, _decode_all(blob, buf, off[first], length[first])
+def _strings(blob: bytes, buf, ids, ent) -> tuple:
+    """(ids renumbered in first-seen order, the distinct strings decoded) of
+    entries whose strings have ids into ``ent`` (``_place``)."""
+    out, first = _first_seen(ids, ent.shape[0])
+    at = ids[first]
+    return out, _decode_all(blob, buf, ent[at, 1], ent[at, 2])
 
 
 def _decode_all(blob: bytes, buf, off, length) -> list:
@@ -329,19 +340,18 @@ def read(nodes: list) -> Optional[tuple]:
         return None
     seg = np.zeros(cnt.size + 1, np.int64)
     np.cumsum(cnt.ravel(), out=seg[1:])
-    koff, klen, val, voff, vlen = _place(buf, starts, _NUMS, _STR, seg)
+    kid, val, vid, ent = _place(buf, starts, _NUMS, _STR, seg)
     N = len(parts)
     # totals and availabilities share one name list (a node names mostly the
     # same resources in both), the labels have their own
     mid, hi = seg[N], seg[2 * N]
-    spans = np.stack([seg[:N], seg[1:N + 1], seg[N:2 * N], seg[N + 1:2 * N + 1]], 1)
-    kid, names = _strings(blob, buf, koff[:hi], klen[:hi], spans.reshape(2 * N, 2))
-    out = [FlatMaps(names, kid[:mid], val[:mid], cnt[0].copy()),
-           FlatMaps(names, kid[mid:], val[mid:hi], cnt[1].copy())]
+    ids, names = _strings(blob, buf, kid[:hi], ent)
+    out = [FlatMaps(names, ids[:mid], val[:mid], cnt[0].copy()),
+           FlatMaps(names, ids[mid:], val[mid:hi], cnt[1].copy())]
     lo, hi = hi, seg[3 * N]
-    kid, names = _strings(blob, buf, koff[lo:hi], klen[lo:hi])
-    vid, vnames = _strings(blob, buf, voff[lo:hi], vlen[lo:hi])
-    out.append(FlatMaps(names, kid, pick(vnames, vid), cnt[2].copy()))
+    ids, names = _strings(blob, buf, kid[lo:hi], ent)
+    vids, vnames = _strings(blob, buf, vid[lo:hi], ent)
+    out.append(FlatMaps(names, ids, pick(vnames, vids), cnt[2].copy()))
     if not all(_order_holds(nodes, f, name) for f, (name, _) in zip(out, _MAPS)):
         return None
     return (*out, idle, cnt[3])

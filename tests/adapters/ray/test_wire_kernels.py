@@ -38,34 +38,44 @@ def _strings(rng, n: int) -> tuple:
     return bytes(blob), off, [len(s) for s in picks]
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_intern_equals_its_twin(seed):
-    rng = np.random.default_rng(seed)
-    blob, off, length = _strings(rng, int(rng.integers(0, 3000)))
+def intern(blob: bytes, off: list, length: list) -> tuple:
+    """wire._lookup over the strings in order, the table grown as _place grows it."""
     buf = np.frombuffer(blob, np.uint8)
-    ids, first = wire._intern(buf, np.asarray(off, np.int64), np.asarray(length, np.int64),
-                              _spans(rng, len(off)))
-    assert (ids.tolist(), first.tolist()) == intern_twin(blob, off, length)
+    table, ent, nd, ids = np.full(64, -1, np.int64), np.empty((len(off), 3), np.int64), 0, []
+    for o, k in zip(off, length):
+        d, nd = wire._lookup(buf, o, k, table, ent, nd)
+        table = wire._grown(table, ent, nd)
+        ids.append(d)
+    assert [blob[o:o + k] for o, k in ent[:nd, 1:].tolist()] == \
+        [blob[off[e]:off[e] + length[e]] for e in intern_twin(blob, off, length)[1]]
+    return ids, nd
 
 
-def _spans(rng, n: int) -> np.ndarray:
-    """The rows 0..n cut into spans at random, visited in a random order (the
-    numbering must not depend on it)."""
-    cuts = np.unique(np.r_[0, rng.integers(0, n + 1, int(rng.integers(0, 12))), n])
-    spans = np.stack([cuts[:-1], cuts[1:]], 1) if cuts.size > 1 else np.zeros((0, 2), np.int64)
-    return np.ascontiguousarray(spans[rng.permutation(len(spans))], np.int64)
+@pytest.mark.parametrize("seed", range(40))
+def test_lookup_equals_its_twin(seed):
+    rng = np.random.default_rng(seed)
+    blob, off, length = _strings(rng, int(rng.integers(0, 1500)))
+    ids, _ = intern(blob, off, length)
+    assert ids == intern_twin(blob, off, length)[0]
 
 
-def test_intern_grows_its_table_past_many_distinct_strings():
-    names = [f"node:10.0.{i // 256}.{i % 256}".encode() for i in range(5000)]
-    blob = b"".join(names * 2)
+def test_lookup_grows_its_table_past_many_distinct_strings():
+    names = [f"node:10.0.{i // 256}.{i % 256}".encode() for i in range(3000)]
     length = [len(s) for s in names * 2]
     off = np.cumsum([0] + length[:-1]).tolist()
-    buf = np.frombuffer(blob, np.uint8)
-    spans = np.array([[5000, 10000], [0, 5000]], np.int64)     # the second half first
-    ids, first = wire._intern(buf, np.asarray(off, np.int64), np.asarray(length, np.int64), spans)
-    assert ids.tolist() == list(range(5000)) * 2
-    assert first.tolist() == list(range(5000))
+    ids, nd = intern(b"".join(names * 2), off, length)
+    assert (ids, nd) == (list(range(3000)) * 2, 3000)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_first_seen_equals_its_twin(seed):
+    rng = np.random.default_rng(seed)
+    nd = int(rng.integers(1, 30))
+    ids = rng.integers(0, nd, int(rng.integers(0, 200))).astype(np.int64)
+    got, first = wire._first_seen(ids, nd)
+    order = list(dict.fromkeys(ids.tolist()))
+    assert got.tolist() == [order.index(d) for d in ids.tolist()]
+    assert first.tolist() == [ids.tolist().index(d) for d in order]
 
 
 @pytest.mark.parametrize("seed", range(30))
