@@ -122,11 +122,12 @@ def encode(specs: Sequence[RequestSpec], wheres: Sequence[str], vocab: Vocab, lv
         parts = done.get(id(rs))
         if parts is None:
             parts = done[id(rs)] = _row_parts(rs, q, wheres, vocab, lvocab, values)
-        ks, cids, pcs, sels, ident = parts
+        ks, cids, (pa, pb), sels, ident = parts
         qr += [q] * len(ks); qc += cids; qv += res.values(); qk += ks
-        for rows, pc in zip(pc_rows, pcs):
-            if pc is not None:
-                rows.append((q, pc[0], pc[1]))
+        if pa is not None:
+            pc_rows[0].append((q, pa[0], pa[1]))
+        if pb is not None:
+            pc_rows[1].append((q, pb[0], pb[1]))
         for cons in sels:
             for key, op, vals in cons:
                 con_key.append(key)
@@ -174,8 +175,9 @@ def _row_parts(rs: RequestSpec, q: int, wheres, vocab: Vocab, lvocab: Vocab, val
     if rs.affinity is not None and rs.anti_affinity is not None:
         raise ProblemError(f"{wheres[q]}.placement_constraints", "has both an affinity "
                            "and an anti-affinity; at most one is supported")
-    pcs = tuple(None if pc is None else (lvocab[pc[0]], values.add(str(pc[1])))
-                for pc in (rs.affinity, rs.anti_affinity))
+    aff, anti = rs.affinity, rs.anti_affinity
+    pcs = (None if aff is None else (lvocab[aff[0]], values.add(str(aff[1]))),
+           None if anti is None else (lvocab[anti[0]], values.add(str(anti[1]))))
     sels, canon = [], []
     for i, sel in enumerate(rs.label_selectors):
         enc, cons = [], []

@@ -76,7 +76,8 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
     for k in np.flatnonzero(np.bincount(maps[0].kid, minlength=len(names)) > 1).tolist():
         if "_group_" not in names[k]:
             vocab.add(names[k])
-    tc, ac = _pair_columns(maps[0], maps[1], vocab.ids)
+    first = (dict(vocab.ids), columns(maps[0].names, vocab.ids))
+    tc, ac = _pair_columns(maps[0], maps[1], first[1])
     known = len(vocab)
     named, n_private = new_names(maps[0], maps[1], tc, ac, implicit_prefix)
     for k in named:
@@ -91,18 +92,34 @@ def tick_columns(types, maps: tuple, specs: list, any_ippr: bool,
         vocab = Vocab(sorted(names))
         known = -1
     if len(vocab) > known:              # names that got a column since (or a new order)
-        tc, ac = _pair_columns(maps[0], maps[1], vocab.ids)
+        tc, ac = _pair_columns(maps[0], maps[1], _columns_since(maps[0].names, vocab.ids,
+                                                                *first))
     return TickColumns(vocab, lvocab, node_keys, values, tc, ac,
                        vocab.implicit_mask(implicit_prefix))
 
 
-def _pair_columns(tot: FlatMaps, av: FlatMaps, ids: dict) -> tuple:
-    """The columns of the totals' and the availabilities' entries: their shared
-    name list looked up once."""
+def _pair_columns(tot: FlatMaps, av: FlatMaps, per_name: np.ndarray) -> tuple:
+    """The columns of the totals' and the availabilities' entries, from the
+    column of each of their (shared) names."""
     if tot.names is not av.names:
-        return tot.columns(ids), av.columns(ids)
-    per_name = columns(tot.names, ids)
+        raise ValueError("total and available maps must share their names (FlatMaps.of_pair)")
     return tuple(per_name[f.kid] if f.kid.size else np.zeros(0, np.int64) for f in (tot, av))
+
+
+def _columns_since(names: list, ids: dict, old_ids: dict, old: np.ndarray) -> np.ndarray:
+    """``columns(names, ids)`` from ``old`` = ``columns(names, old_ids)``: the
+    old columns renumbered, and only the names ``ids`` added looked up (a
+    tick's node names are ten thousands, the names added a few)."""
+    remap = np.full(len(old_ids) + 1, -1, np.int64)          # [-1] stays -1
+    for name, col in old_ids.items():
+        remap[col] = ids.get(name, -1)
+    out = remap[old]
+    for name in ids.keys() - old_ids.keys():
+        try:
+            out[names.index(name)] = ids[name]      # names are distinct (FlatMaps)
+        except ValueError:
+            pass
+    return out
 
 
 def _node_keys_first(lvocab: Vocab, types, maps: tuple, specs: list) -> tuple:
