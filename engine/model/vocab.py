@@ -37,6 +37,16 @@ class Vocab:
             self._names.append(name)
         return i
 
+    def reordered(self, names: list) -> "Vocab":
+        """These names, which are exactly this vocabulary's, numbered in the order
+        ``names`` lists them (checked when they were added, so not again)."""
+        ids = dict(zip(names, range(len(names))))
+        if len(ids) != len(names) or ids.keys() != self._ids.keys():
+            raise ValueError("reordered() takes exactly the vocabulary's names, each once")
+        out = Vocab(allow_empty=self._allow_empty)
+        out._ids, out._names = ids, list(names)
+        return out
+
     def add_many(self, names: list) -> list:
         """``[self.add(n) for n in names]``, new names checked once each."""
         ids = self._ids

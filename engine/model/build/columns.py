@@ -134,14 +134,14 @@ def _node_keys_first(lvocab: Vocab, types, maps: tuple, specs: list) -> tuple:
         names = maps[2].names
         used = np.flatnonzero(np.bincount(maps[2].kid, minlength=len(names)))
         held.update(pick(names, used))
-    for rs in {id(rs): rs for rs in specs}.values():
+    for rs in [rs for rs in specs if rs.label_selectors]:     # a spec twice: same keys
         for sel in rs.label_selectors:
             held.update(con[0] for con in sel)
     names = lvocab.names
     first = [k for k in names if k in held]
     if len(first) == len(names):
         return lvocab, len(names)
-    return Vocab(first + [k for k in names if k not in held]), len(first)
+    return lvocab.reordered(first + [k for k in names if k not in held]), len(first)
 
 
 def _prefixed(names: list, prefix: str) -> set:
