@@ -3,8 +3,9 @@
 Reading a protobuf map from Python costs about 1 µs a map plus 0.1 µs an
 entry (a wrapper, an iterator, a new str per key, a look-up per value). Here
 every NodeState is serialised (C speed), the bytes are scanned once to count
-and once to place the entries of the total, available and label maps, and
-equal key bytes are interned so Python decodes each distinct key once.
+and once to place the entries of the total, available and label maps; the
+placing scan also interns equal byte strings (keys and label values) while
+the node's bytes are in cache, so Python decodes each distinct name once.
 
 Exactness: the engine must see each map in Python's iteration order (Ray's
 float sums follow it). upb, the runtime Ray 2.60 installs, writes a map's
@@ -47,13 +48,15 @@ _SCHEMA_OK = (
             for f, s in _MAPS))
 
 
-# Helpers called per field or per string: inlined into the scan and compiled
+# Helpers called per field or per string: inlined into the scans and compiled
 # without numba's reference counting (an array argument is borrowed, so no
-# atomic increment and decrement per call; they make no arrays).
-_LEAF = dict(cache=True, _nrt=False, forceinline=True)
+# atomic increment and decrement per call; they make no arrays), and without a
+# Python entry point (only the scans call them; their code is in the scans'
+# cache: each entry point would compile as long as a small kernel).
+_INNER = dict(_nrt=False, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 
-@njit(**_LEAF)
+@njit(**_INNER)
 def _varint(buf, i):
     x = np.int64(0)
     shift = 0
@@ -66,7 +69,7 @@ def _varint(buf, i):
             return x, i
 
 
-@njit(**_LEAF)
+@njit(**_INNER)
 def _skip(buf, i, wire_type):
     """Past one field's value; -1 for a wire type proto3 does not write."""
     if wire_type == 0:
@@ -83,7 +86,7 @@ def _skip(buf, i, wire_type):
     return i
 
 
-@njit(**_LEAF)
+@njit(**_INNER)
 def _which(nums, f):
     for k in range(nums.size):
         if nums[k] == f:
@@ -119,7 +122,7 @@ def _count(buf, starts, nums, idle_num):
     return cnt, idle, True
 
 
-@njit(**_LEAF)
+@njit(**_INNER)
 def _word(buf, b):
     """The 8 bytes at ``b`` as one little-endian word (LLVM makes it one load; a
     ``view`` of a slice costs 20 times more)."""
@@ -129,7 +132,7 @@ def _word(buf, b):
     return x
 
 
-@njit(**_LEAF)
+@njit(**_INNER)
 def _hash(buf, o, ln):
     """FNV-1a over the bytes at ``o``, eight at a time (the tail one by one),
     then MurmurHash3's final mix (the table's slot is the low bits)."""
@@ -149,7 +152,7 @@ def _hash(buf, o, ln):
     return h
 
 
-@njit(**_LEAF)
+@njit(**_INNER)
 def _same(buf, a, b, ln):
     """Whether the ``ln`` bytes at ``a`` and at ``b`` are equal."""
     k = 0
@@ -164,7 +167,7 @@ def _same(buf, a, b, ln):
     return True
 
 
-@njit(**_LEAF)
+@njit(**_INNER)
 def _lookup(buf, o, ln, table, ent, nd):
     """(id of the ``ln`` bytes at ``o``, ids so far): a new byte string takes
     the next id, in ``table`` and in ``ent`` (its hash, offset and length, side
@@ -296,8 +299,7 @@ def _gather(buf, off, length):
     return out, nul
 
 
-for _kernel in (_varint, _skip, _which, _count, _word, _hash, _same, _lookup, _grown, _place,
-                _first_seen, _gather):
+for _kernel in (_count, _grown, _place, _first_seen, _gather):
     shipped(_kernel)                    # a read-only cache built at install time
 
 _SERIALIZE = methodcaller("SerializeToString")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import njit
 
 from vecsched.adapters.ray import wire
 
@@ -38,14 +39,22 @@ def _strings(rng, n: int) -> tuple:
     return bytes(blob), off, [len(s) for s in picks]
 
 
-def intern(blob: bytes, off: list, length: list) -> tuple:
-    """wire._lookup over the strings in order, the table grown as _place grows it."""
-    buf = np.frombuffer(blob, np.uint8)
-    table, ent, nd, ids = np.full(64, -1, np.int64), np.empty((len(off), 3), np.int64), 0, []
-    for o, k in zip(off, length):
-        d, nd = wire._lookup(buf, o, k, table, ent, nd)
+@njit
+def _intern_all(buf, off, length):
+    """wire._lookup (a helper only kernels call) over the strings in order, the
+    table grown as _place grows it."""
+    table, ent, nd = np.full(64, -1, np.int64), np.empty((off.size, 3), np.int64), 0
+    ids = np.empty(off.size, np.int64)
+    for e in range(off.size):
+        ids[e], nd = wire._lookup(buf, off[e], length[e], table, ent, nd)
         table = wire._grown(table, ent, nd)
-        ids.append(d)
+    return ids, ent[:nd]
+
+
+def intern(blob: bytes, off: list, length: list) -> tuple:
+    buf = np.frombuffer(blob, np.uint8)
+    ids, ent = _intern_all(buf, np.asarray(off, np.int64), np.asarray(length, np.int64))
+    ids, nd = ids.tolist(), ent.shape[0]
     assert [blob[o:o + k] for o, k in ent[:nd, 1:].tolist()] == \
         [blob[off[e]:off[e] + length[e]] for e in intern_twin(blob, off, length)[1]]
     return ids, nd
