@@ -182,23 +182,26 @@ def _node_spec(inst, req: SchedulingRequest, ippr: bool) -> NodeSpec:
     return spec
 
 
-_IM, _RAY_NODE = attrgetter("im_instance"), attrgetter("ray_node")
+_RAY_NODE = attrgetter("ray_node")
+_IM_RN = attrgetter("im_instance", "ray_node")
 
 
 def _node_columns(req: SchedulingRequest, ippr: bool) -> NodeColumns:
     """Every instance as columns, one attribute over all instances at a time (the
     codec's hot loop: each protobuf map is read once, in its own order)."""
     insts = req.current_instances
-    ims = list(map(_IM, insts))
+    ims, rns = zip(*map(_IM_RN, insts)) if insts else ((), ())   # one pass over the list
     if ippr or any(map(is_, ims, repeat(None))):   # IPPR states, or an instance without
         # an instance-manager record: one NodeSpec per instance (rare ticks)
         return NodeColumns.of([_node_spec(inst, req, ippr) for inst in insts])
-    return _node_columns_of(insts, ims)
+    return _node_columns_of(insts, ims, rns=rns)
 
 
-def _node_columns_of(insts: list, ims: list, use_wire: bool = True) -> NodeColumns:
+def _node_columns_of(insts: list, ims: list, use_wire: bool = True,
+                     rns=None) -> NodeColumns:
+    """``rns``: each instance's ray node, if already read."""
     status = list(map(_STATUS, ims))
-    rns = list(map(_RAY_NODE, insts))
+    rns = list(map(_RAY_NODE, insts)) if rns is None else rns
     n = len(insts)
     mapped = np.flatnonzero(np.fromiter(map(eq, status, repeat(_RUNNING)), bool, n)
                             & np.fromiter(map(is_not, rns, repeat(None)), bool, n))
