@@ -47,6 +47,7 @@ from .cost import Costs
 from .options import EfficientOptions
 from .budget import CPSAT_STEP_SHARE, Allowance, model_cells
 from .gang_bound import bound_met
+from .gang_kernel import KernelPrep, joint_pass, myopic_pass, selectors_free
 from .improve import improve
 from .lns import commit_keys, hint_of, improve_lns
 from .place import place_batch, prime_type_ok
@@ -112,6 +113,8 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     work, ran = 0, 0
     orders: dict = {}
     prep = _prepare(batches, costs, opts)
+    kprep = KernelPrep(st, costs, opts, batches, prep, _variants(opts)) \
+        if selectors_free(p, batches) else None
     for v in PASS_PRIORITY:
         how, largest, tight = PASSES[v]
         if largest not in orders:
@@ -125,7 +128,7 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
         seen.add((how, tuple(order), tight))
         work, ran = work + nb, ran + 1
         snap = st.snapshot()
-        bad, place = _pass(st, costs, opts, batches, order, how, tight, prep)
+        bad, place = _pass(st, costs, opts, batches, order, how, tight, prep, kprep)
         st.restore(snap)
         unplaced = _unplaced(p, bad)
         if best is not None and unplaced > best[0][0]:
@@ -204,14 +207,24 @@ def _prepare(batches, costs: Costs, opts: EfficientOptions) -> list:
     return out
 
 
-def _pass(st, costs, opts, batches, order, how: str, tight: bool, prep: list | None = None):
+def _pass(st, costs, opts, batches, order, how: str, tight: bool, prep: list | None = None,
+          kprep: KernelPrep | None = None):
+    """One pass over the gangs: in one kernel call when ``kprep`` is given
+    (``gang_kernel``), else ``_pass_py``."""
+    if kprep is not None:
+        return (myopic_pass if how == "myopic" else joint_pass)(st, kprep, order, tight)
+    return _pass_py(st, costs, opts, batches, order, how, tight, prep)
+
+
+def _pass_py(st, costs, opts, batches, order, how: str, tight: bool, prep: list | None = None):
     """One pass over the gangs (module docstring); returns ((G,) bool infeasible,
     placements (gang, item, slot, units, slot type)). Per gang the packing variants
     are tried and the cheapest kept (launch price, then launches, then variant);
     a variant that would run exactly as an earlier one (same item order, same
     credit) is not run, and none is tried after one that launches nothing (no later
     one can beat it). A trial is undone by restoring a State snapshot (a position in
-    its journal of changed rows, not a copy of the arrays)."""
+    its journal of changed rows, not a copy of the arrays). The readable twin of
+    the passes' kernels (``gang_kernel``)."""
     p = st.p
     if how == "joint":
         return _joint(st, costs, opts, batches, order, tight)

@@ -54,30 +54,31 @@ def on_existing(st: State, costs: Costs, rows, qty, want, source: int, keep_gpu:
     kernel ``effp_existing._fill_row``, over the nodes that could hold the row's
     bundle at the start of the tick (``State.walk``) and those launched since."""
     p = st.p
-    left = np.asarray(want, np.int64).copy()
+    left = np.array(want, np.int64)
     qty = np.ascontiguousarray(qty, np.float64)
     g = p.gpu_col
     M, N = st.M, st.N
-    scratch = None
-    for i in (_order(costs, qty, g).tolist() if len(qty) > 1 else range(len(qty))):
-        if left[i] == 0:
+    slots, counts, saved = st.scratch(M)
+    view = st.view(source)
+    spare_all = keep_gpu and g >= 0
+    inv_ref = costs.inv_ref
+    todo = _order(costs, qty, g).tolist() if len(qty) > 1 else range(len(qty))
+    for i in todo:
+        want_i = int(left[i])
+        if want_i == 0:
             continue
         q = qty[i]
         r = int(rows[i])
-        spare = bool(keep_gpu and g >= 0 and not q[g] > 0)
+        spare = bool(spare_all and not q[g] > 0)
         order = _walk_order(st.walk(source, q, spare), st.ready, st.gpu, spare, N, M)
         if not order.size:
             continue
-        if scratch is None:
-            scratch = (np.empty(M, np.int64), np.empty(M, np.int64), np.empty((M, p.R)))
-        slots, counts, saved = scratch
         key, val = st.anti[r]
-        view = st.view(source)
         n = _fill_row(view, order, st.ready, st.gpu, spare, _node_ok(st, r, M), st.label,
-                      key, val, q, int(left[i]), tight, costs.inv_ref, slots, counts, saved)
+                      key, val, q, want_i, tight, inv_ref, slots, counts, saved)
         if n:
-            _record(st, source, slots[:n], saved[:n], i, counts[:n], r, key >= 0, out)
-            left[i] -= int(counts[:n].sum())
+            placed = _record(st, source, slots[:n], saved[:n], i, counts[:n], key, val, out)
+            left[i] = want_i - placed
     return left
 
 
@@ -91,16 +92,20 @@ def _node_ok(st: State, r: int, M: int) -> np.ndarray:
 
 
 def _record(st: State, source: int, slots: np.ndarray, saved: np.ndarray, i: int,
-            counts: np.ndarray, r: int, anti: bool, out) -> None:
+            counts: np.ndarray, key: int, val: int, out) -> int:
     """Book the units the kernel placed on ``slots`` (their rows before it in
-    ``saved``, for the journal): the nodes received demand, an anti-affinity
-    label is set on them, (slot, i, units) go to ``out``."""
-    st.keep_rows(slots, source, saved)
+    ``saved``, for the journal): the nodes received demand, the row's
+    anti-affinity label (``key`` >= 0) is set on them, (slot, i, units) go to
+    ``out``; returns the units placed. ``slots``, ``saved`` and ``counts`` are
+    views of the caller's scratch: copied here."""
+    slots = slots.copy()
+    counts = counts.copy()
+    st.keep_rows(slots, source, saved, copied=True)
     st.received[slots] = True
-    if anti:
-        key, val = st.anti[r]
+    if key >= 0:
         st.label[slots, key] = val
-    out.add(slots.copy(), np.full(len(slots), i, np.int64), counts.copy())
+    out.add(slots, np.full(len(slots), i, np.int64), counts)
+    return int(counts.sum())
 
 
 def _put(st: State, source: int, m: int, i: int, n: int, q, r: int, anti: bool,

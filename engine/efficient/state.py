@@ -72,6 +72,7 @@ class State:
         self._log: list = []        # (slots, source, view rows, label rows, received rows)
         self._floor = 0             # slots below it are journaled: the largest M snapshotted
         self._walks: dict = {}
+        self._scratch = None        # scratch(): _fill_row's buffers
         self.type_ok: dict = {}     # (request row, bundle bytes) -> (T,) bool (place._type_ok)
         self.anti = p.req.anti.tolist()     # per request row [label key, value id], -1: none
         self.new_types: list[int] = []
@@ -163,24 +164,40 @@ class State:
         self.M, self.new_types = M, list(new_types)
         self.type_room, self.global_room = room.copy(), glob
 
-    def keep_rows(self, slots: np.ndarray, source: int | None, rows: np.ndarray | None = None) -> None:
+    def keep_rows(self, slots: np.ndarray, source: int | None, rows: np.ndarray | None = None,
+                  copied: bool = False) -> None:
         """Journal the rows of ``slots`` about to change (their labels and received
         flags, and the ``source`` view's rows: ``rows`` when the caller already
         changed them, else read here) so that a restore can put them back. Only
-        slots a live snapshot knows are kept."""
+        slots a live snapshot knows are kept. ``copied``: ``slots`` is the caller's
+        own int64 array, which it will not change (else it is copied: callers reuse
+        their buffers); ``rows`` is always copied."""
         if not self._floor:
             return
-        slots = np.array(slots, np.int64)         # a copy: callers reuse their buffers
-        keep = slots < self._floor
-        if not keep.any():
+        slots = slots if copied else np.array(slots, np.int64)
+        if not slots.size:
             return
-        if not keep.all():
+        if slots.max() >= self._floor:
+            keep = slots < self._floor
+            if not keep.any():
+                return
             slots = slots[keep]
             rows = None if rows is None else rows[keep]
         if source is not None:
-            rows = self.view(source)[slots].copy() if rows is None else np.array(rows)
-        self._log.append((slots, source, rows, self.label[slots].copy(),
-                          self.received[slots].copy()))
+            rows = (self.free if source == 0 else self.cfree)[slots] if rows is None \
+                else np.array(rows)
+        self._log.append((slots, source, rows, self.label[slots], self.received[slots]))
+
+    def scratch(self, M: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Buffers for ``effp_existing._fill_row`` (slots, counts, rows before),
+        at least M long, reused from call to call (their contents are the
+        caller's until its next call)."""
+        got = self._scratch
+        if got is None or got[0].shape[0] < M:
+            cap = max(M, 2 * got[0].shape[0]) if got is not None else M
+            got = self._scratch = (np.empty(cap, np.int64), np.empty(cap, np.int64),
+                                   np.empty((cap, self.free.shape[1])))
+        return got
 
     def view(self, source: int) -> np.ndarray:
         """The availability of a source: 0 pending demand, 1 the constraint."""
