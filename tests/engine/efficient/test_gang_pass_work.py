@@ -32,9 +32,9 @@ def _recorded(monkeypatch):
     seen = []
     real = gang_place._pass
 
-    def rec(st, costs, opts, batches, order, how, tight, prep=None):
+    def rec(st, costs, opts, batches, order, how, tight, prep=None, kprep=None):
         seen.append((how, tight))
-        return real(st, costs, opts, batches, order, how, tight, prep)
+        return real(st, costs, opts, batches, order, how, tight, prep, kprep)
     monkeypatch.setattr(gang_place, "_pass", rec)
     return seen
 

@@ -13,31 +13,7 @@ from vecsched.engine.efficient.place import place_batch
 from vecsched.engine.efficient.state import State
 
 from tests.kits.ganggen import gang_tick
-
-# bookkeeping of the journal itself, not the State's content
-_JOURNAL = {"_floor", "_log"}
-
-
-def _view(st: State) -> dict:
-    """Every array of the State up to its used slots, and its scalars and lists."""
-    out = {}
-    for k, v in vars(st).items():
-        if k in _JOURNAL:
-            continue
-        if isinstance(v, np.ndarray):
-            out[k] = v[:st.M].copy() if v.shape[:1] == st.free.shape[:1] else v.copy()
-        elif isinstance(v, (int, float, list, tuple)):
-            out[k] = list(v) if isinstance(v, list) else v
-    return out
-
-
-def _same(a: dict, b: dict, where):
-    assert a.keys() == b.keys(), where
-    for k in a:
-        if isinstance(a[k], np.ndarray):
-            assert a[k].shape == b[k].shape and a[k].tobytes() == b[k].tobytes(), (where, k)
-        else:
-            assert a[k] == b[k], (where, k)
+from tests.kits.state_view import assert_same as _same, state_view as _view
 
 
 def test_restore_undoes_a_trial_and_kept_trials_are_the_new_base():
