@@ -91,8 +91,9 @@ def _kernel_state(st: State, kp: KernelPrep):
     cap = st.free.shape[0]
     ctr = np.asarray([st.M, st.global_room, 0, st._floor], np.int64)
     room = np.asarray(st.type_room, np.int64).copy()
+    cur = np.zeros(len(kp.items[7]) - 1, np.int64)      # per walk: slots known full
     state = (st.free, st.label, st.type, st.gpu, st.alive, st.ready, st.received, ctr, room,
-             st.N)
+             st.N, cur)
     J = kp.journal
     journal = (np.empty(J, np.int64), np.empty((J, R)), np.empty(J, np.int64),
                np.empty(J, np.int32), np.empty(J, bool), np.empty(cap, np.int64),

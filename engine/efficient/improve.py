@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from vecsched.engine.kernels.eff_empty import block_max, empty_node
-from vecsched.engine.kernels.eff_items import add_items
+from vecsched.engine.kernels.eff_items import add_items, seg_sums
 from vecsched.engine.kernels.eff_merge import cheapest_type, merge_rounds
 from vecsched.engine.model.fits import FIT_SLACK, anti_mask, selector_mask
 from .cost import Costs
@@ -47,8 +47,17 @@ class Packing:
     def __init__(self, st: State, batches, place: list):
         p = st.p
         self.st, self.p, self.batches = st, p, batches
+        # every group's items in one table: item (g, i) is row gptr[g] + i
+        gptr = np.zeros(len(batches) + 1, np.int64)
+        gptr[1:] = np.cumsum([len(b[0]) for b in batches])
+        self._gptr = gptr.tolist()
+        self.item_qty = np.concatenate([b[1] for b in batches]) if batches else \
+            np.zeros((0, p.R))
+        self.item_row = np.concatenate([b[0] for b in batches]).astype(np.int64) if batches \
+            else np.zeros(0, np.int64)
+        self._rows = self.item_row.tolist()
         alive = np.flatnonzero(st.alive[:st.M])
-        alive = alive[_may_take(st.free[alive], batches)
+        alive = alive[_may_take(st.free[alive], self.item_qty)
                       | np.isin(alive, [slot for _, _, slot, _, _ in place
                                         if not isinstance(slot, tuple)])]
         key = alive.tolist()
@@ -83,17 +92,22 @@ class Packing:
         return np.flatnonzero(self.live & self.new).tolist()
 
     def qty_row(self, g: int, i: int):
-        rows, qty = self.batches[g][0], self.batches[g][1]
-        return qty[i], int(rows[i])
+        j = self._gptr[g] + i
+        return self.item_qty[j], self._rows[j]
+
+    def item(self, g: int, i: int) -> int:
+        """Item (g, i)'s row in ``item_qty`` / ``item_row``."""
+        return self._gptr[g] + i
 
     def _add_all(self, place: list) -> None:
         """``_add`` of every placement, in order (the room and labels in one kernel
         call, ``eff_items.add_items``)."""
         P, R = len(place), self.p.R
         slots = np.fromiter((self.row_of[_key(self.row_of, x[2])] for x in place), np.int64, P)
-        items = [self.qty_row(g, i) for g, i, _, _, _ in place]
-        qty = np.asarray([q for q, _ in items], np.float64).reshape(P, R)
-        anti = self.p.req.anti[np.fromiter((r for _, r in items), np.int64, P)].reshape(P, 2)
+        gptr = self._gptr
+        j = np.fromiter((gptr[x[0]] + x[1] for x in place), np.int64, P)
+        qty = np.ascontiguousarray(self.item_qty[j], np.float64).reshape(P, R)
+        anti = self.p.req.anti[self.item_row[j]].reshape(P, 2)
         add_items(self.free, self.label, slots, qty,
                   np.fromiter((x[3] for x in place), np.int64, P),
                   np.ascontiguousarray(anti[:, 0], np.int64),
@@ -132,16 +146,15 @@ class Packing:
                 for g, i, n in items if n > 0]
 
 
-def _may_take(free: np.ndarray, batches) -> np.ndarray:
+def _may_take(free: np.ndarray, item_qty: np.ndarray) -> np.ndarray:
     """(n,) bool: which rows of ``free`` (n, R) have room for one unit of some
-    item of the batches, by the moves' own test (``eff_empty``: every positive
+    item (``item_qty`` (I, R): every group's items), by the moves' own test (``eff_empty``: every positive
     column's free-to-bundle ratio, times SLACK, at least 1). Existing nodes only
     take units here, so one without room for any item never takes part in a move:
     leaving it out of the packing changes no move (the scans keep their order)
     and spares copying every node's labels (a 10k-node tick has a few hundred
     with room)."""
-    qty = np.unique(np.concatenate([b[1] for b in batches]), axis=0) if batches else \
-        np.zeros((0, free.shape[1]))
+    qty = np.unique(item_qty, axis=0) if len(item_qty) else np.zeros((0, free.shape[1]))
     out = np.zeros(len(free), bool)
     for q in qty:
         pos = q > 0
@@ -324,10 +337,39 @@ class _TypeFit:
         for s in slots:
             self.cache.pop(s, None)
 
+    def _fill(self, pk: Packing, slots: list) -> None:
+        """``node`` of each of ``slots`` (not cached, distinct) at once: the same
+        values (loads summed item by item in content order, anti-affinity ids given
+        in the same order), kept as ``node`` keeps them."""
+        p = pk.p
+        gptr = pk._gptr
+        ent_j, ent_n, ptr = [], [], [0]
+        for s in slots:
+            for g, i, n in pk.content.get(s, []):
+                ent_j.append(gptr[g] + i)
+                ent_n.append(n)
+            ptr.append(len(ent_j))
+        j = np.asarray(ent_j, np.int64)
+        nq = np.asarray(ent_n, np.int64)[:, None] * pk.item_qty[j].reshape(len(j), p.R)
+        load = seg_sums(np.asarray(ptr, np.int64), np.ascontiguousarray(nq, np.float64))
+        rows = pk.item_row[j]
+        row_ok = np.asarray([self.ok(pk, r) for r in rows.tolist()], bool).reshape(len(j), p.T)
+        anti = p.req.anti[rows].tolist()
+        for k, s in enumerate(slots):
+            a, b = ptr[k], ptr[k + 1]
+            held = []
+            for e in range(a, b):
+                key, val = anti[e]
+                if key >= 0:
+                    held += [self.anti_id.setdefault((key, val), len(self.anti_id))] * ent_n[e]
+            ok = row_ok[a:b].all(axis=0) if b > a else np.ones(p.T, bool)
+            self.cache[s] = (load[k], nq[a:b], ok, sorted(set(held)), len(set(held)) < len(held))
+
     def nodes(self, pk: Packing, slots: list):
         """The kernels' per-node arrays for ``slots`` (module docstring of eff_merge)."""
         p = pk.p
-        got = [self.node(pk, s) for s in slots]
+        self._fill(pk, [s for s in slots if s not in self.cache])
+        got = [self.cache[s] for s in slots]
         load = np.asarray([x[0] for x in got], float).reshape(len(slots), p.R)
         ok = np.asarray([x[2] for x in got], bool).reshape(len(slots), p.T)
         ptr = np.zeros(len(slots) + 1, np.int64)

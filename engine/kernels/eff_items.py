@@ -7,6 +7,8 @@ order: the slot's free room loses count x bundle, clipped at 0 after each
 placement (a NaN stays), and a placement whose request row has an anti-affinity
 label (``akey[j]`` >= 0) sets it on the slot (``label[slot, akey] = aval``).
 """
+import numpy as np
+
 from ._jit import njit
 
 
@@ -23,3 +25,17 @@ def add_items(free, label, slots, qty, counts, akey, aval):
             free[s, r] = x if (x >= 0.0 or x != x) else 0.0
         if akey[j] >= 0:
             label[s, akey[j]] = aval[j]
+
+
+@njit
+def seg_sums(ptr, x):
+    """(K, R): row k the sum of x[ptr[k]:ptr[k + 1]] (rows of x (E, R)), added left
+    to right from 0.0, as Python's ``0 + x[a] + x[a + 1] + ...`` rounds (an empty
+    segment: zeros)."""
+    K, R = ptr.shape[0] - 1, x.shape[1]
+    out = np.zeros((K, R))
+    for k in range(K):
+        for e in range(ptr[k], ptr[k + 1]):
+            for r in range(R):
+                out[k, r] += x[e, r]
+    return out

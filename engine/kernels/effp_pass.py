@@ -14,7 +14,11 @@ node as Python sums it, then launches, then variant); otherwise every trial is
 undone and the cheapest one runs again. A group no trial places is infeasible.
 
 State: the efficient ``State``'s slot arrays, changed in place while the pass runs
-and put back before it returns. ``ctr`` holds [M, global room, journal length,
+and put back before it returns, and per walk (the existing slots that could hold
+a bundle at the start of the tick, ``State.walk``) a cursor past its first slots
+that no longer can: the walk starts there, skipping only slots the twin's walk
+visits and passes over (an existing slot's room only shrinks within a trial; an
+undo puts the cursors back too). ``ctr`` holds [M, global room, journal length,
 journal floor]: every change of a slot below the floor (the largest slot count
 at a snapshot) is journaled (the slot, its free row before, the anti-affinity
 label column it sets and that column's value before, its received flag before),
@@ -25,10 +29,13 @@ The caller's ``type_room`` is not changed.
 Returns (G,) bool infeasible and (P, 5) placements (group, item of the group,
 slot, units, slot type) in the twin's order.
 """
+import math
+
 import numpy as np
 
 from ._jit import njit, njit_inner
 from .effp_choose import _choose_launches
+from .effp_fill import FIT_SLACK
 from .effp_existing import _fill_row, _walk_order
 from .sort import _sort_by
 
@@ -52,9 +59,10 @@ def _keep(ctr, jslot, jfree, jkey, jlab, jrecv, m, row, key, label, received):
 
 
 @njit_inner
-def _undo(ctr, to, M, room, room0, jslot, jfree, jkey, jlab, jrecv, free, label, alive,
-          received):
-    """Back to a snapshot: journal position ``to``, M slots, rooms ``room0``."""
+def _undo(ctr, to, M, room, room0, cur, cur0, jslot, jfree, jkey, jlab, jrecv, free, label,
+          alive, received):
+    """Back to a snapshot: journal position ``to``, M slots, rooms ``room0``, walk
+    cursors ``cur0``."""
     for j in range(ctr[2] - 1, to - 1, -1):
         m = jslot[j]
         for r in range(free.shape[1]):
@@ -68,6 +76,8 @@ def _undo(ctr, to, M, room, room0, jslot, jfree, jkey, jlab, jrecv, free, label,
     ctr[0] = M
     for t in range(room.shape[0]):
         room[t] = room0[t]
+    for w in range(cur.shape[0]):
+        cur[w] = cur0[w]
 
 
 @njit_inner
@@ -92,12 +102,35 @@ def _launch(ctr, room, t, count, free, label, typ, gpu, alive, ready, received, 
     return m
 
 
+@njit_inner
+def _full_prefix(nodes, free, alive, q):
+    """How many of ``nodes`` (existing slots), from the first, can no longer take a
+    unit of bundle q (dead, or too little room; an existing node's room only
+    shrinks within a trial). The walk skips them for the rest of the trial: they
+    are nodes the twin's walk visits and passes over."""
+    R = q.shape[0]
+    k = 0
+    while k < nodes.shape[0]:
+        m = nodes[k]
+        if alive[m]:
+            ratio = np.inf
+            for r in range(R):
+                if q[r] > 0:
+                    x = free[m, r] / q[r]
+                    if x < ratio:
+                        ratio = x
+            if ratio == np.inf or math.floor(ratio * (1.0 + FIT_SLACK)) >= 1:
+                return k
+        k += 1
+    return k
+
+
 @njit_inner(alloc=True)
 def _existing(st, jr, items, ord_, part, left, tight, tb, nt):
     """``place.on_existing`` for the rows ``part`` (positions in ``ord_``, ascending):
     their units left in ``left``, placements appended to ``tb`` from ``nt``;
     returns the new count."""
-    (free, label, typ, gpu, alive, ready, received, ctr, room, N) = st
+    (free, label, typ, gpu, alive, ready, received, ctr, room, N, cur) = st
     (jslot, jfree, jkey, jlab, jrecv, slots, counts, saved) = jr
     (item_qty, item_key, item_val, item_size, item_gpu, item_spare, item_walk, walk_ptr, walk,
      inv_ref) = items
@@ -119,12 +152,14 @@ def _existing(st, jr, items, ord_, part, left, tight, tb, nt):
         it = ord_[s]
         spare = item_spare[it]
         w = item_walk[it]
-        order = _walk_order(walk[walk_ptr[w]:walk_ptr[w + 1]], ready, gpu, spare, N, M)
+        lo, hi = walk_ptr[w] + cur[w], walk_ptr[w + 1]
+        order = _walk_order(walk[lo:hi], ready, gpu, spare, N, M)
         if order.shape[0] == 0:
             continue
         key, val = item_key[it], item_val[it]
         n = _fill_row(free, order, ready, gpu, spare, alive, label, key, val, item_qty[it],
                       left[s], tight, inv_ref, slots, counts, saved)
+        cur[w] += _full_prefix(walk[lo:hi], free, alive, item_qty[it])
         for j in range(n):
             m = slots[j]
             _keep(ctr, jslot, jfree, jkey, jlab, jrecv, m, saved[j], key, label, received)
@@ -142,7 +177,7 @@ def _new(st, types, items, ord_, part, left, credit, keep_gpu, tb, nt):
     """``place.on_new`` for the rows ``part`` with units left: the launches of
     ``effp_choose``, made and filled as ``place._launch_filled``; returns the new
     count of placements in ``tb``."""
-    (free, label, typ, gpu, alive, ready, received, ctr, room, N) = st
+    (free, label, typ, gpu, alive, ready, received, ctr, room, N, cur) = st
     (type_free, type_label, type_gpu, price, running, fit_ref, item_ok) = types
     (item_qty, item_key, item_val, item_size, item_gpu, item_spare, item_walk, walk_ptr, walk,
      inv_ref) = items
@@ -257,12 +292,13 @@ def _myopic_pass(st, jr, types, items, gptr, item_want, g_order, largest, todo, 
     ``todo`` (G, V) / ``ntodo`` (G,): the variants to run; ``credits`` / ``sorts``
     (V,): each variant's fill credit and whether it sorts; ``n_out``: room for
     the placements (the pass's units)."""
-    (free, label, typ, gpu, alive, ready, received, ctr, room, N) = st
+    (free, label, typ, gpu, alive, ready, received, ctr, room, N, cur) = st
     (jslot, jfree, jkey, jlab, jrecv, slots, counts, saved) = jr
     price = types[3]
     G = gptr.shape[0] - 1
     M0, pos0, glob0 = ctr[0], ctr[2], ctr[1]
     room0 = room.copy()
+    cur0 = cur.copy()
     ctr[3] = max(ctr[3], M0)
     bad = np.zeros(G, np.bool_)
     out = np.empty((n_out, 5), np.int64)
@@ -285,6 +321,7 @@ def _myopic_pass(st, jr, types, items, gptr, item_want, g_order, largest, todo, 
             ord_ = lo + (largest[lo:hi] if sorts[v] else np.arange(S))
             snapM, snapJ, snapG = ctr[0], ctr[2], ctr[1]
             snap_room = room.copy()
+            snap_cur = cur.copy()
             ctr[3] = max(ctr[3], snapM)
             ok, nt, _ = _trial(st, jr, types, items, ord_, item_want[ord_], credits[v],
                                keep_gpu, tight, tb)
@@ -298,8 +335,8 @@ def _myopic_pass(st, jr, types, items, gptr, item_want, g_order, largest, todo, 
                     if j == ntodo[g] - 1 or (pr == 0.0 and nl == 0):
                         kept = True
                         break
-            _undo(ctr, snapJ, snapM, room, snap_room, jslot, jfree, jkey, jlab, jrecv, free,
-                  label, alive, received)
+            _undo(ctr, snapJ, snapM, room, snap_room, cur, snap_cur, jslot, jfree, jkey, jlab,
+                  jrecv, free, label, alive, received)
             ctr[1] = snapG
         if best_v < 0:
             bad[g] = True
@@ -315,8 +352,8 @@ def _myopic_pass(st, jr, types, items, gptr, item_want, g_order, largest, todo, 
             out[no, 0], out[no, 1], out[no, 2] = g, ord_[tb[k, 1]] - lo, m
             out[no, 3], out[no, 4] = tb[k, 2], typ[m]
             no += 1
-    _undo(ctr, pos0, M0, room, room0, jslot, jfree, jkey, jlab, jrecv, free, label, alive,
-          received)
+    _undo(ctr, pos0, M0, room, room0, cur, cur0, jslot, jfree, jkey, jlab, jrecv, free, label,
+          alive, received)
     ctr[1] = glob0
     return bad, out[:no]
 
@@ -327,11 +364,12 @@ def _joint_pass(st, jr, types, items, gptr, item_want, g_order, keep_gpu, tight,
     dropped, groups in ``g_order``, packed as one batch (fill credit 0); the groups
     left incomplete are dropped, the batch undone and packed again, until every
     packed group is whole. Returns as ``_myopic_pass``, the State put back."""
-    (free, label, typ, gpu, alive, ready, received, ctr, room, N) = st
+    (free, label, typ, gpu, alive, ready, received, ctr, room, N, cur) = st
     (jslot, jfree, jkey, jlab, jrecv, slots, counts, saved) = jr
     G = gptr.shape[0] - 1
     M0, pos0, glob0 = ctr[0], ctr[2], ctr[1]
     room0 = room.copy()
+    cur0 = cur.copy()
     ctr[3] = max(ctr[3], M0)
     bad = np.zeros(G, np.bool_)
     tb = np.empty((max(n_out, 1), 3), np.int64)
@@ -356,13 +394,13 @@ def _joint_pass(st, jr, types, items, gptr, item_want, g_order, keep_gpu, tight,
                 m, s = tb[k, 0], tb[k, 1]
                 out[k, 0], out[k, 1], out[k, 2] = gang[s], ord_[s] - gptr[gang[s]], m
                 out[k, 3], out[k, 4] = tb[k, 2], typ[m]
-            _undo(ctr, pos0, M0, room, room0, jslot, jfree, jkey, jlab, jrecv, free, label,
-                  alive, received)
+            _undo(ctr, pos0, M0, room, room0, cur, cur0, jslot, jfree, jkey, jlab, jrecv, free,
+                  label, alive, received)
             ctr[1] = glob0
             return bad, out
         for s in range(n):
             if left[s] > 0:
                 bad[gang[s]] = True
-        _undo(ctr, pos0, M0, room, room0, jslot, jfree, jkey, jlab, jrecv, free, label, alive,
-              received)
+        _undo(ctr, pos0, M0, room, room0, cur, cur0, jslot, jfree, jkey, jlab, jrecv, free,
+              label, alive, received)
         ctr[1] = glob0

@@ -25,9 +25,9 @@ def test_leaving_out_nodes_without_room_changes_no_plan(monkeypatch):
     left_out = 0
     real = improve_mod._may_take
 
-    def counting(free, batches):
+    def counting(free, item_qty):
         nonlocal left_out
-        got = real(free, batches)
+        got = real(free, item_qty)
         left_out += int((~got).sum())
         return got
 
@@ -35,7 +35,7 @@ def test_leaving_out_nodes_without_room_changes_no_plan(monkeypatch):
         monkeypatch.setattr(improve_mod, "_may_take", counting)
         fast = digest(schedule(p, mode="efficient"))
         monkeypatch.setattr(improve_mod, "_may_take",
-                            lambda free, batches: np.ones(len(free), bool))
+                            lambda free, item_qty: np.ones(len(free), bool))
         assert digest(schedule(p, mode="efficient")) == fast, name
     assert left_out > 1000              # the filter did leave nodes out
 
@@ -46,7 +46,5 @@ def test_may_take_uses_the_moves_fit_test():
                        [1.999, 5.0, 9.0],      # short of the first column
                        [0.0, 0.0, 0.0],
                        [9.0, 0.5, 0.0]])
-    batches = [(np.zeros(1, np.int64), q, np.ones(1, np.int64), [[[0]]])]
-    assert improve_mod._may_take(free, batches).tolist() == [True, False, False, False]
-    zero = [(np.zeros(1, np.int64), np.zeros((1, 3)), np.ones(1, np.int64), [[[0]]])]
-    assert improve_mod._may_take(free, zero).all()      # an empty bundle fits anywhere
+    assert improve_mod._may_take(free, q).tolist() == [True, False, False, False]
+    assert improve_mod._may_take(free, np.zeros((1, 3))).all()   # an empty bundle fits anywhere
