@@ -1,5 +1,4 @@
-"""The gang passes as one kernel call each (``effp_pass._myopic_pass`` and
-``_joint_pass``): what they are given, built once per tick, and their calls.
+"""The gang passes as one kernel call each (``effp_pass._gang_pass``): what they are given, built once per tick, and their calls.
 
 ``gang_place._pass_py`` is the same passes in Python around the per-row kernels
 (their readable twin: tests compare the two on seeded ticks). The kernels run when
@@ -13,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vecsched.engine.kernels.effp_pass import _joint_pass, _myopic_pass
+from vecsched.engine.kernels.effp_pass import _gang_pass
 from .cost import Costs
 from .options import EfficientOptions
 from .place import _type_ok
@@ -105,16 +104,17 @@ def myopic_pass(st: State, kp: KernelPrep, order: list, tight: bool):
     """One myopic pass (``effp_pass``): ((G,) bool infeasible, placements
     (group, item, slot, units, slot type)); the State is as it was."""
     state, journal = _kernel_state(st, kp)
-    bad, out = _myopic_pass(state, journal, kp.types, kp.items, kp.gptr, kp.want,
-                            np.asarray(order, np.int64), kp.largest, kp.todo, kp.ntodo,
-                            kp.credits, kp.sorts, kp.keep, bool(tight), kp.units)
+    bad, out = _gang_pass(False, state, journal, kp.types, kp.items, kp.gptr, kp.want,
+                          np.asarray(order, np.int64), kp.largest, kp.todo, kp.ntodo,
+                          kp.credits, kp.sorts, kp.keep, bool(tight), kp.units)
     return bad, [tuple(x) for x in out.tolist()]
 
 
 def joint_pass(st: State, kp: KernelPrep, order: list, tight: bool):
-    """The joint pass (``effp_pass._joint_pass``; twin ``gang_place._joint``), as
+    """The joint pass (``effp_pass._gang_pass``; twin ``gang_place._joint``), as
     ``myopic_pass``."""
     state, journal = _kernel_state(st, kp)
-    bad, out = _joint_pass(state, journal, kp.types, kp.items, kp.gptr, kp.want,
-                           np.asarray(order, np.int64), kp.keep, bool(tight), kp.units)
+    bad, out = _gang_pass(True, state, journal, kp.types, kp.items, kp.gptr, kp.want,
+                          np.asarray(order, np.int64), kp.largest, kp.todo, kp.ntodo,
+                          kp.credits, kp.sorts, kp.keep, bool(tight), kp.units)
     return bad, [tuple(x) for x in out.tolist()]

@@ -41,13 +41,17 @@ class _Inner(CPUDispatcher):
                         "without a Python entry point)")
 
 
-def njit_inner(fn=None, *, hot=False, alloc=False):
+def njit_inner(fn=None, *, hot=False, alloc=False, merged=False):
     """``njit_leaf`` for a helper only kernels call: no Python entry point is
     compiled for it (each one costs as much as a small kernel). ``alloc``: it
-    makes arrays (numba's reference counting on, as ``njit``)."""
+    makes arrays (numba's reference counting on, as ``njit``). ``merged``: its
+    code is merged into its caller's before typing (numba's ``inline="always"``),
+    so it is not compiled and optimised on its own as well: for a helper with one
+    call site (numba optimises each compiled function with all it calls)."""
     if fn is None:
-        return lambda f: njit_inner(f, hot=hot, alloc=alloc)
+        return lambda f: njit_inner(f, hot=hot, alloc=alloc, merged=merged)
     opts = {k: v for k, v in OPTS.items() if k != "cache"}
     d = _Inner(fn, targetoptions={**opts, "nopython": True, "_nrt": alloc,
-                                  "no_cpython_wrapper": True, "forceinline": hot})
+                                  "no_cpython_wrapper": True, "forceinline": hot,
+                                  **({"inline": "always"} if merged else {})})
     return d              # not cached on its own: its callers' cache holds its code

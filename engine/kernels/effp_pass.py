@@ -27,7 +27,7 @@ slots launched after a snapshot are dropped by lowering M and clearing ``alive``
 The caller's ``type_room`` is not changed.
 
 Returns (G,) bool infeasible and (P, 5) placements (group, item of the group,
-slot, units, slot type) in the twin's order.
+slot, units, slot type) in the twin's order (``_gang_pass``, both passes).
 """
 import math
 
@@ -125,7 +125,7 @@ def _full_prefix(nodes, free, alive, q):
     return k
 
 
-@njit_inner(alloc=True)
+@njit_inner(alloc=True, merged=True)
 def _existing(st, jr, items, ord_, part, left, tight, tb, nt):
     """``place.on_existing`` for the rows ``part`` (positions in ``ord_``, ascending):
     their units left in ``left``, placements appended to ``tb`` from ``nt``;
@@ -172,7 +172,7 @@ def _existing(st, jr, items, ord_, part, left, tight, tb, nt):
     return nt
 
 
-@njit_inner(alloc=True)
+@njit_inner(alloc=True, merged=True)
 def _new(st, types, items, ord_, part, left, credit, keep_gpu, tb, nt):
     """``place.on_new`` for the rows ``part`` with units left: the launches of
     ``effp_choose``, made and filled as ``place._launch_filled``; returns the new
@@ -190,10 +190,12 @@ def _new(st, types, items, ord_, part, left, credit, keep_gpu, tb, nt):
     ng = 0
     for a in range(P):
         it = ord_[part[a]]
-        qty[a] = item_qty[it]
+        for r in range(R):
+            qty[a, r] = item_qty[it, r]
         size[a] = item_size[it]
         lp[a] = left[part[a]]
-        allowed[a] = item_ok[it]
+        for t in range(T):
+            allowed[a, t] = item_ok[it, t]
         if item_key[it] >= 0:
             for b in range(a):
                 jt = ord_[part[b]]
@@ -226,7 +228,8 @@ def _new(st, types, items, ord_, part, left, credit, keep_gpu, tb, nt):
                     x = fill[r] - k * qty[a, r]
                     fill[r] = x if (x >= 0.0 or x != x) else 0.0
         for s in range(first, first + m):
-            free[s] = fill
+            for r in range(R):
+                free[s, r] = fill[r]
             received[s] = True
             for a in range(P):
                 it = ord_[part[a]]
@@ -260,7 +263,7 @@ def _trial(st, jr, types, items, ord_, want, credit, keep_gpu, tight, tb):
                 has_cpu = True
         if has_gpu and has_cpu:
             nparts = 2
-    nt = 0
+    nt = np.int64(0)        # not a literal: one compiled _existing / _new
     for k in range(nparts):
         cnt = 0
         part = np.empty(S, np.int64)
@@ -285,13 +288,21 @@ def _trial(st, jr, types, items, ord_, want, credit, keep_gpu, tight, tb):
 
 
 @njit
-def _myopic_pass(st, jr, types, items, gptr, item_want, g_order, largest, todo, ntodo,
-                 credits, sorts, keep_gpu, tight, n_out):
-    """The pass (module docstring). ``gptr`` (G + 1,): each group's items (global
-    numbers); ``largest`` (I,): per group its items largest first (local numbers);
-    ``todo`` (G, V) / ``ntodo`` (G,): the variants to run; ``credits`` / ``sorts``
-    (V,): each variant's fill credit and whether it sorts; ``n_out``: room for
-    the placements (the pass's units)."""
+def _gang_pass(joint, st, jr, types, items, gptr, item_want, g_order, largest, todo, ntodo,
+               credits, sorts, keep_gpu, tight, n_out):
+    """The myopic pass, or with ``joint`` the joint one (``gang_place._joint``: the
+    items of every group not yet dropped, groups in ``g_order``, packed as one batch
+    with fill credit 0; the groups left incomplete are dropped, the batch undone and
+    packed again, until every packed group is whole). ``gptr`` (G + 1,): each
+    group's items (global numbers); ``largest`` (I,): per group its items largest
+    first (local numbers); ``todo`` (G, V) / ``ntodo`` (G,): the variants to run;
+    ``credits`` / ``sorts`` (V,): each variant's fill credit and whether it sorts;
+    ``n_out``: room for the placements (the pass's units). The State is put back.
+
+    Why one long function: numba optimises a compiled function together with every
+    helper it calls, once per level of calls; the two passes as helpers of one entry
+    cost two more levels (about 4 s of LLVM on a cold start), and they share the
+    set-up, the undo and the output."""
     (free, label, typ, gpu, alive, ready, received, ctr, room, N, cur) = st
     (jslot, jfree, jkey, jlab, jrecv, slots, counts, saved) = jr
     price = types[3]
@@ -301,21 +312,45 @@ def _myopic_pass(st, jr, types, items, gptr, item_want, g_order, largest, todo, 
     cur0 = cur.copy()
     ctr[3] = max(ctr[3], M0)
     bad = np.zeros(G, np.bool_)
-    out = np.empty((n_out, 5), np.int64)
+    out = np.empty((max(n_out, 1), 5), np.int64)
     no = 0
-    umax = 1
-    for g in range(G):
-        u = 0
-        for it in range(gptr[g], gptr[g + 1]):
-            u += item_want[it]
-        umax = max(umax, u)
-    tb = np.empty((umax, 3), np.int64)
+    tb = np.empty((max(n_out, 1), 3), np.int64)
+    while joint:
+        n = 0
+        for g in g_order:
+            if not bad[g]:
+                n += gptr[g + 1] - gptr[g]
+        ord_ = np.empty(n, np.int64)
+        gang = np.empty(n, np.int64)
+        n = 0
+        for g in g_order:
+            if not bad[g]:
+                for it in range(gptr[g], gptr[g + 1]):
+                    ord_[n], gang[n] = it, g
+                    n += 1
+        ok, nt, left = _trial(st, jr, types, items, ord_, item_want[ord_], 0.0, keep_gpu, tight,
+                              tb)
+        if ok:
+            for k in range(nt):
+                m, s = tb[k, 0], tb[k, 1]
+                out[k, 0], out[k, 1], out[k, 2] = gang[s], ord_[s] - gptr[gang[s]], m
+                out[k, 3], out[k, 4] = tb[k, 2], typ[m]
+            no = nt
+            break
+        for s in range(n):
+            if left[s] > 0:
+                bad[gang[s]] = True
+        _undo(ctr, pos0, M0, room, room0, cur, cur0, jslot, jfree, jkey, jlab, jrecv, free,
+              label, alive, received)
+        ctr[1] = glob0
     for g in g_order:
+        if joint:
+            break
         lo, hi = gptr[g], gptr[g + 1]
         S = hi - lo
         best_v, kept = -1, False
         best_p, best_n = 0.0, 0
-        nt = 0
+        nt = np.int64(0)
         for j in range(ntodo[g]):
             v = todo[g, j]
             ord_ = lo + (largest[lo:hi] if sorts[v] else np.arange(S))
@@ -341,12 +376,10 @@ def _myopic_pass(st, jr, types, items, gptr, item_want, g_order, largest, todo, 
         if best_v < 0:
             bad[g] = True
             continue
+        ord_ = lo + (largest[lo:hi] if sorts[best_v] else np.arange(S))
         if not kept:
-            ord_ = lo + (largest[lo:hi] if sorts[best_v] else np.arange(S))
             ok, nt, _ = _trial(st, jr, types, items, ord_, item_want[ord_], credits[best_v],
                                keep_gpu, tight, tb)
-        else:
-            ord_ = lo + (largest[lo:hi] if sorts[best_v] else np.arange(S))
         for k in range(nt):
             m = tb[k, 0]
             out[no, 0], out[no, 1], out[no, 2] = g, ord_[tb[k, 1]] - lo, m
@@ -356,51 +389,3 @@ def _myopic_pass(st, jr, types, items, gptr, item_want, g_order, largest, todo, 
           alive, received)
     ctr[1] = glob0
     return bad, out[:no]
-
-
-@njit
-def _joint_pass(st, jr, types, items, gptr, item_want, g_order, keep_gpu, tight, n_out):
-    """The joint pass (``gang_place._joint``): the items of every group not yet
-    dropped, groups in ``g_order``, packed as one batch (fill credit 0); the groups
-    left incomplete are dropped, the batch undone and packed again, until every
-    packed group is whole. Returns as ``_myopic_pass``, the State put back."""
-    (free, label, typ, gpu, alive, ready, received, ctr, room, N, cur) = st
-    (jslot, jfree, jkey, jlab, jrecv, slots, counts, saved) = jr
-    G = gptr.shape[0] - 1
-    M0, pos0, glob0 = ctr[0], ctr[2], ctr[1]
-    room0 = room.copy()
-    cur0 = cur.copy()
-    ctr[3] = max(ctr[3], M0)
-    bad = np.zeros(G, np.bool_)
-    tb = np.empty((max(n_out, 1), 3), np.int64)
-    while True:
-        n = 0
-        for g in g_order:
-            if not bad[g]:
-                n += gptr[g + 1] - gptr[g]
-        ord_ = np.empty(n, np.int64)
-        gang = np.empty(n, np.int64)
-        n = 0
-        for g in g_order:
-            if not bad[g]:
-                for it in range(gptr[g], gptr[g + 1]):
-                    ord_[n], gang[n] = it, g
-                    n += 1
-        ok, nt, left = _trial(st, jr, types, items, ord_, item_want[ord_], 0.0, keep_gpu, tight,
-                              tb)
-        if ok:
-            out = np.empty((nt, 5), np.int64)
-            for k in range(nt):
-                m, s = tb[k, 0], tb[k, 1]
-                out[k, 0], out[k, 1], out[k, 2] = gang[s], ord_[s] - gptr[gang[s]], m
-                out[k, 3], out[k, 4] = tb[k, 2], typ[m]
-            _undo(ctr, pos0, M0, room, room0, cur, cur0, jslot, jfree, jkey, jlab, jrecv, free,
-                  label, alive, received)
-            ctr[1] = glob0
-            return bad, out
-        for s in range(n):
-            if left[s] > 0:
-                bad[gang[s]] = True
-        _undo(ctr, pos0, M0, room, room0, cur, cur0, jslot, jfree, jkey, jlab, jrecv, free,
-              label, alive, received)
-        ctr[1] = glob0
