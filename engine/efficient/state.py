@@ -73,6 +73,7 @@ class State:
         self._floor = 0             # slots below it are journaled: the largest M snapshotted
         self._walks: dict = {}
         self._scratch = None        # scratch(): _fill_row's buffers
+        self.type_label = p.type_label      # a new node's labels (narrow_labels: its columns)
         self.type_ok: dict = {}     # (request row, bundle bytes) -> (T,) bool (place._type_ok)
         self.anti = p.req.anti.tolist()     # per request row [label key, value id], -1: none
         self.new_types: list[int] = []
@@ -111,7 +112,7 @@ class State:
         m, end = self.M, self.M + count
         self.free[m:end] = p.type_free[t]
         self.cfree[m:end] = p.type_free[t]
-        self.label[m:end] = p.type_label[t]
+        self.label[m:end] = self.type_label[t]
         self.type[m:end] = t
         self.gpu[m:end] = p.gpu_col >= 0 and p.type_cap[t, p.gpu_col] > 0
         self.alive[m:end] = True
@@ -140,6 +141,29 @@ class State:
 
     def type_count(self, t: int) -> int:
         return int((self.alive[:self.M] & (self.type[:self.M] == t)).sum())
+
+    def narrow_labels(self, rows: np.ndarray) -> None:
+        """Keep only the label columns that placing request ``rows`` can read: the
+        keys a node, a type or a selector carries (the Problem's first columns) and
+        the anti-affinity keys of those rows; the other keys (each placement group's
+        own, once the groups are placed) leave the matrix, and the rows' keys are
+        renumbered in ``anti``. A row whose key left gets one past the matrix, so
+        placing it again fails loudly. The journal is emptied (its rows have the old
+        width): a snapshot taken before cannot be restored after."""
+        p = self.p
+        W, L = p.node_label.shape[1], self.label.shape[1]
+        keys = p.req.anti[np.asarray(rows, np.int64), 0].astype(np.int64)
+        keep = np.concatenate([np.arange(W, dtype=np.int64), np.unique(keys[keys >= W])])
+        if len(keep) == L:
+            return
+        new_of = np.full(L, L + len(keep), np.int64)
+        new_of[keep] = np.arange(len(keep))
+        label = np.zeros((self.label.shape[0], len(keep)), self.label.dtype)
+        label[:self.M] = self.label[:self.M][:, keep]
+        self.label = label
+        self.type_label = np.ascontiguousarray(np.asarray(p.type_label)[:, keep])
+        self.anti = [[int(new_of[k]) if k >= 0 else k, v] for k, v in self.anti]
+        self._log, self._floor = [], 0
 
     # ---- scratch ---------------------------------------------------------------------
     def snapshot(self):

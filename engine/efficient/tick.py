@@ -62,6 +62,7 @@ def schedule_efficient(p: Problem, options: EfficientOptions | None = None) -> P
     con_bad = _constraint(st, costs, opts)
     gang_bad, gang_order, gang_place = place_gangs(st, costs, opts, stats, guard)
     stats["gang_place"] = gang_place
+    st.narrow_labels(np.arange(p.S))    # the groups' own keys are read no more
     run_order, infeasible, why, placements = _demand(st, costs, opts)
     if opts.reserve:
         stats["reserve"] = place_reserve(st, costs, opts)
