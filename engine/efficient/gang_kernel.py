@@ -20,7 +20,7 @@ from .state import State
 
 
 class KernelPrep:
-    """What every myopic pass of a tick gives the kernel and no pass changes:
+    """What every gang pass of a tick gives the kernel and no pass changes:
     the groups' items in one table (request row, bundle, units, size, GPU demand,
     anti-affinity, the types a fresh node of which may take one, the existing
     slots that could hold one), each group's items largest first and the
@@ -52,7 +52,7 @@ class KernelPrep:
         self.items = (qty, np.ascontiguousarray(anti[:, 0]), np.ascontiguousarray(anti[:, 1]),
                       np.ascontiguousarray(costs.size(qty), np.float64), gpu, spare, walk_id,
                       walk_ptr, walk, np.ascontiguousarray(costs.inv_ref, np.float64))
-        type_label = np.ascontiguousarray(p.type_label, np.int32)
+        type_label = np.ascontiguousarray(st.type_label, np.int32)
         if type_label.shape[1] != st.label.shape[1]:
             raise ValueError("gang_kernel: type labels and slot labels differ in width")
         self.types = (costs.type_free, type_label, np.ascontiguousarray(costs.type_gpu, bool),

@@ -95,10 +95,6 @@ class Packing:
         j = self._gptr[g] + i
         return self.item_qty[j], self._rows[j]
 
-    def item(self, g: int, i: int) -> int:
-        """Item (g, i)'s row in ``item_qty`` / ``item_row``."""
-        return self._gptr[g] + i
-
     def _add_all(self, place: list) -> None:
         """``_add`` of every placement, in order (the room and labels in one kernel
         call, ``eff_items.add_items``)."""

@@ -97,14 +97,12 @@ def _record(st: State, source: int, slots: np.ndarray, saved: np.ndarray, i: int
     ``saved``, for the journal): the nodes received demand, the row's
     anti-affinity label (``key`` >= 0) is set on them, (slot, i, units) go to
     ``out``; returns the units placed. ``slots``, ``saved`` and ``counts`` are
-    views of the caller's scratch: copied here."""
-    slots = slots.copy()
-    counts = counts.copy()
-    st.keep_rows(slots, source, saved, copied=True)
+    views of the caller's scratch (``State.scratch``): copied to keep."""
+    st.keep_rows(slots, source, saved)
     st.received[slots] = True
     if key >= 0:
         st.label[slots, key] = val
-    out.add(slots, np.full(len(slots), i, np.int64), counts)
+    out.add(slots.copy(), np.full(len(slots), i, np.int64), counts.copy())
     return int(counts.sum())
 
 

@@ -188,17 +188,14 @@ class State:
         self.M, self.new_types = M, list(new_types)
         self.type_room, self.global_room = room.copy(), glob
 
-    def keep_rows(self, slots: np.ndarray, source: int | None, rows: np.ndarray | None = None,
-                  copied: bool = False) -> None:
+    def keep_rows(self, slots: np.ndarray, source: int | None, rows: np.ndarray | None = None) -> None:
         """Journal the rows of ``slots`` about to change (their labels and received
         flags, and the ``source`` view's rows: ``rows`` when the caller already
         changed them, else read here) so that a restore can put them back. Only
-        slots a live snapshot knows are kept. ``copied``: ``slots`` is the caller's
-        own int64 array, which it will not change (else it is copied: callers reuse
-        their buffers); ``rows`` is always copied."""
+        slots a live snapshot knows are kept."""
         if not self._floor:
             return
-        slots = slots if copied else np.array(slots, np.int64)
+        slots = np.array(slots, np.int64)         # a copy: callers reuse their buffers
         if not slots.size:
             return
         if slots.max() >= self._floor:

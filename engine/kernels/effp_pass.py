@@ -1,8 +1,8 @@
-"""The efficient mode's myopic placement-group pass in one call
-(vecsched.engine.efficient.gang_place, ``how == "myopic"``).
+"""The efficient mode's placement-group passes, each in one call
+(vecsched.engine.efficient.gang_place; the joint pass: ``_gang_pass``'s docstring).
 
-The same pass as ``gang_place._pass_py`` (its readable twin; tests compare the
-two): groups in the given order; per group the packing variants that run
+The myopic pass is the same as ``gang_place._pass_py``'s (its readable twin; tests
+compare the two): groups in the given order; per group the packing variants that run
 differently (``todo``: item order largest first or as given, and a fill credit),
 each a trial of ``place.place_batch`` on the group's items: per part (the rows
 with GPU demand first when GPU nodes are kept for GPU work), existing nodes first
@@ -29,14 +29,11 @@ The caller's ``type_room`` is not changed.
 Returns (G,) bool infeasible and (P, 5) placements (group, item of the group,
 slot, units, slot type) in the twin's order (``_gang_pass``, both passes).
 """
-import math
-
 import numpy as np
 
 from ._jit import njit, njit_inner
 from .effp_choose import _choose_launches
-from .effp_fill import FIT_SLACK
-from .effp_existing import _fill_row, _walk_order
+from .effp_existing import _fill_row, _node_fit, _walk_order
 from .sort import _sort_by
 
 NEW_READY = 1        # vecsched.engine.efficient.state.NEW_READY (kernels import no model)
@@ -103,24 +100,22 @@ def _launch(ctr, room, t, count, free, label, typ, gpu, alive, ready, received, 
 
 
 @njit_inner
-def _full_prefix(nodes, free, alive, q):
+def _full_prefix(nodes, free, alive, q, cols):
     """How many of ``nodes`` (existing slots), from the first, can no longer take a
-    unit of bundle q (dead, or too little room; an existing node's room only
-    shrinks within a trial). The walk skips them for the rest of the trial: they
-    are nodes the twin's walk visits and passes over."""
-    R = q.shape[0]
+    unit of bundle q (dead, or no room by ``effp_existing``'s own fit test; an
+    existing node's room only shrinks within a trial). The walk skips them for the
+    rest of the trial: they are nodes the twin's walk visits and passes over.
+    ``cols``: room for q's positive columns."""
+    ncols = 0
+    for r in range(q.shape[0]):
+        if q[r] > 0:
+            cols[ncols] = r
+            ncols += 1
     k = 0
     while k < nodes.shape[0]:
         m = nodes[k]
-        if alive[m]:
-            ratio = np.inf
-            for r in range(R):
-                if q[r] > 0:
-                    x = free[m, r] / q[r]
-                    if x < ratio:
-                        ratio = x
-            if ratio == np.inf or math.floor(ratio * (1.0 + FIT_SLACK)) >= 1:
-                return k
+        if alive[m] and _node_fit(free, m, q, cols, ncols, False) > 0:
+            return k
         k += 1
     return k
 
@@ -146,6 +141,7 @@ def _existing(st, jr, items, ord_, part, left, tight, tb, nt):
         _sort_by(pos, neg, tmp)
         _sort_by(pos, cpu, tmp)
     M = ctr[0]
+    cols = np.empty(free.shape[1], np.int64)
     for s in pos:
         if left[s] == 0:
             continue
@@ -159,7 +155,7 @@ def _existing(st, jr, items, ord_, part, left, tight, tb, nt):
         key, val = item_key[it], item_val[it]
         n = _fill_row(free, order, ready, gpu, spare, alive, label, key, val, item_qty[it],
                       left[s], tight, inv_ref, slots, counts, saved)
-        cur[w] += _full_prefix(walk[lo:hi], free, alive, item_qty[it])
+        cur[w] += _full_prefix(walk[lo:hi], free, alive, item_qty[it], cols)
         for j in range(n):
             m = slots[j]
             _keep(ctr, jslot, jfree, jkey, jlab, jrecv, m, saved[j], key, label, received)
