@@ -282,6 +282,29 @@ def test_sort_by_matches_stable_argsort():
         assert idx.tolist() == want.tolist(), n
 
 
+def test_sort_by_merges_the_runs_it_is_given():
+    """Inputs that are already sorted, sorted in reverse, or a few ascending runs
+    (the natural merge sort's cases) come out as a stable argsort orders them."""
+    from vecsched.engine.kernels.steps import sort_once
+    rng = np.random.default_rng(13)
+    for n in [2, 3, 5, 64, 65, 500, 2049]:
+        for shape in ["sorted", "reversed", "runs", "runs_ties", "one_moved"]:
+            key = np.arange(n, dtype=np.int64) * 3
+            if shape == "reversed":
+                key = key[::-1].copy()
+            elif shape.startswith("runs"):
+                cuts = np.sort(rng.choice(np.arange(1, n), min(n - 1, 6), replace=False))
+                key = np.concatenate([np.sort(rng.integers(0, 4 * n if shape == "runs" else 5,
+                                                           len(part)))
+                                      for part in np.split(key, cuts)]).astype(np.int64)
+            elif shape == "one_moved":
+                key[rng.integers(n)] = -1
+            idx = np.arange(n, dtype=np.int64)
+            want = idx[np.argsort(key[idx], kind="stable")]
+            sort_once(idx, key, np.empty(n, np.int64))
+            assert idx.tolist() == want.tolist(), (n, shape)
+
+
 def test_inner_helpers_refuse_python_calls():
     """Helpers compiled without a Python entry point (_jit.njit_inner) raise
     instead of jumping to a missing one."""
