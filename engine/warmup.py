@@ -35,13 +35,25 @@ def warmup(efficient: bool = False) -> float:
     schedule(p, now_s=1.0)
     if efficient:
         from .efficient import EfficientOptions
-        schedule(p, now_s=1.0, mode="efficient", options=EfficientOptions(gang_cpsat_bundles=0))
+
+        # groups and demand that need new nodes, so its improvement moves (empty,
+        # merge, cheaper type) run as well
+        big = NodeTypeSpec("big", {"CPU": 16.0, "memory": 32.0}, max_workers=2)
+        grow = [GangSpec([RequestSpec({"CPU": 3.0}, anti_affinity=("_PG_w", ""))] * 3),
+                gangs[1]]
+        q = build_problem(types + [big], nodes[:1] + nodes[2:],
+                          [RequestSpec({"CPU": 1.0}, 7)] + reqs[1:], idle_timeout_s=60.0,
+                          gangs=grow, pending_idle_timeout_s=30.0)
+        for prob in (p, q):
+            schedule(prob, now_s=1.0, mode="efficient",
+                     options=EfficientOptions(gang_cpsat_bundles=0))
     return time.perf_counter() - t0
 
 
-def entry_kernels() -> tuple:
+def entry_kernels(efficient: bool = False) -> tuple:
     """The kernels a tick calls from Python: what ``warmup()`` compiles or
-    loads from numba's cache (the others are compiled into these)."""
+    loads from numba's cache (the others are compiled into these); with
+    ``efficient``, the efficient mode's too (``warmup(efficient=True)``)."""
     from vecsched.engine.kernels.fit import _fits_any, _minimal_rows
     from vecsched.engine.kernels.gangs import _pack_gangs
     from vecsched.engine.kernels.labels import _labels_held
@@ -50,5 +62,20 @@ def entry_kernels() -> tuple:
     from vecsched.engine.kernels.rows import _row_ids
     from vecsched.engine.kernels.score import _victim_util
 
-    return (_pack_gangs, _run_loop, _fits_any, _minimal_rows, _labels_held, _pick_scratch,
-            _row_ids, _victim_util)
+    raycompat = (_pack_gangs, _run_loop, _fits_any, _minimal_rows, _labels_held,
+                 _pick_scratch, _row_ids, _victim_util)
+    return raycompat + (_efficient_kernels() if efficient else ())
+
+
+def _efficient_kernels() -> tuple:
+    """The efficient mode's kernels that its Python calls (its CP-SAT steps have none;
+    ``effp_fill``'s two entry points are called by its tests only)."""
+    from vecsched.engine.kernels.eff_empty import block_max, empty_node
+    from vecsched.engine.kernels.eff_items import add_items, seg_sums
+    from vecsched.engine.kernels.eff_merge import cheapest_type, merge_rounds
+    from vecsched.engine.kernels.effp_choose import _choose_launches
+    from vecsched.engine.kernels.effp_existing import _fill_row, _walk_order
+    from vecsched.engine.kernels.effp_pass import _gang_pass
+
+    return (_gang_pass, _choose_launches, _walk_order, _fill_row, block_max, empty_node,
+            add_items, seg_sums, cheapest_type, merge_rounds)

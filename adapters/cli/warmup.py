@@ -28,12 +28,12 @@ def _parts(codec: bool) -> tuple[Callable[[], object], tuple]:
     if codec:
         try:
             from vecsched.adapters.ray.warming import entry_kernels, warm_all
-            return functools.partial(warm_all, efficient=True), entry_kernels()
+            return functools.partial(warm_all, efficient=True), entry_kernels(efficient=True)
         except ImportError:            # no Ray here: the engine alone
             pass
     from vecsched.engine import warmup
     from vecsched.engine.warmup import entry_kernels
-    return functools.partial(warmup, efficient=True), entry_kernels()
+    return functools.partial(warmup, efficient=True), entry_kernels(efficient=True)
 
 
 def warm_parts(codec: bool = True) -> tuple[Callable[[], object], tuple]:

@@ -32,13 +32,15 @@ def warm_all(efficient: bool = False) -> dict:
             "total_s": time.perf_counter() - t0}
 
 
-def entry_kernels() -> tuple:
-    """The numba functions a tick calls from Python (engine and codec)."""
+def entry_kernels(efficient: bool = False) -> tuple:
+    """The numba functions a tick calls from Python (engine and codec; with
+    ``efficient``, the efficient mode's too)."""
     from vecsched.engine.warmup import entry_kernels as engine_kernels
 
     from . import wire
 
-    return engine_kernels() + (wire._count, wire._place, wire._first_seen, wire._gather)
+    return engine_kernels(efficient) + (wire._count, wire._place, wire._first_seen,
+                                        wire._gather)
 
 
 class Warmup:
