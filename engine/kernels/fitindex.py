@@ -21,6 +21,7 @@ class FitIndex(NamedTuple):
     mem: np.ndarray         # the member slots of every shape, in one array
     ptr: np.ndarray         # (S + 1,) i8 where each shape's members start
     cnt: np.ndarray         # (S,) i8 how many are still listed
+    some: np.ndarray        # the slots that held any shape at the start, in their order
 
 
 @njit_inner(alloc=True)
@@ -53,7 +54,7 @@ def _fit_index(rep, running, free, rq):
             if _holds(free, m, rep[s], rq):
                 mem[k] = m
                 k += 1
-    return FitIndex(rep, mem, ptr, cnt)
+    return FitIndex(rep, mem, ptr, cnt, running)
 
 
 @njit_inner

@@ -226,8 +226,10 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
     # The class of each non-running slot of the list (-1: running, or not in it).
     cls = np.full(Mcap, -1, dtype=np.int32)   # IDX, as the Python packer's
     npend = lo.ctr[NOUT]
-    tab = _class_table(npend + nrun + 64, R, L)     # grows as classes are founded
-    rc = _run_classes(running[:nrun], ps, Mcap, tab, lm)
+    # Running nodes that hold no shape of any gang are never a candidate: their
+    # classes are not needed (a class's members hold the same shapes).
+    tab = _class_table(npend + ix.some.shape[0] + 64, R, L)   # grows as classes are founded
+    rc = _run_classes(ix.some, ps, Mcap, tab, lm)
     pc = _pend_room(_pend_classes(tab.nxt.shape[0], Mcap, S), tab.nxt.shape[0], npend)
     for i in range(npend):
         m = lo.out[i]

@@ -14,7 +14,8 @@ Members keep their order in Ray's list: two of them hold the same shapes, so
 every gang visits both or neither (kernels/listorder.py keeps the relative
 order of the nodes a gang visits and of those it does not). A member leaves
 its class, for good, when it wins in a placed gang; the winners of one class in
-one gang are its first members, in order. Classes are found once per call, in
+one gang are its first members, in order. Classes are found once per call, for the
+running nodes that hold a shape of some gang (the fit index's), in
 the gang kernel's table of Ray's node-state classes (kernels/nodeclass.py), and
 split by the totals' dict order, which those classes do not compare.
 """
