@@ -53,8 +53,8 @@ def record(nodes: int, groups: int, seed: int) -> dict:
         current[:] = [v, gang_place._unplaced(st.p, bad)]
         return bad, place
 
-    def each_improve(st, costs, batches, place):
-        out = real_improve(st, costs, batches, place)
+    def each_improve(st, costs, batches, place, base=None):
+        out = real_improve(st, costs, batches, place, base)
         v, unplaced = current
         keys[v] = (unplaced, gang_place._placed_price(costs, out))
         return out

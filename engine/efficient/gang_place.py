@@ -48,7 +48,7 @@ from .options import EfficientOptions
 from .budget import CPSAT_STEP_SHARE, Allowance, model_cells
 from .gang_bound import bound_met
 from .gang_kernel import KernelPrep, joint_pass, myopic_pass, selectors_free
-from .improve import improve
+from .improve import Base, improve
 from .lns import commit_keys, hint_of, improve_lns
 from .place import place_batch, prime_type_ok
 from .state import State
@@ -112,6 +112,7 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     seen = set()
     work, ran = 0, 0
     orders: dict = {}
+    base = None
     prep = _prepare(batches, costs, opts)
     kprep = KernelPrep(st, costs, opts, batches, prep, _variants(opts)) \
         if selectors_free(p, batches) else None
@@ -133,7 +134,9 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
         unplaced = _unplaced(p, bad)
         if best is not None and unplaced > best[0][0]:
             continue            # improve keeps what is unplaced: this pass cannot win
-        place = improve(st, costs, batches, place)
+        if base is None:
+            base = Base(st, batches)       # the State as every pass leaves it
+        place = improve(st, costs, batches, place, base)
         key = (unplaced, _placed_price(costs, place), v)
         if best is None or key < best[0]:
             best = (key, v, order, bad, place)

@@ -38,28 +38,41 @@ from .state import State
 SLACK = 1.0 + FIT_SLACK
 
 
+class Base:
+    """What every ``Packing`` of one State and one list of groups shares: the groups'
+    items in one table (item (g, i) is row ``gptr[g] + i``), the alive existing nodes
+    and which of them have room for some item (``_may_take``). The passes of
+    ``gang_place`` each end with the State put back as it was before them, so they
+    share one."""
+
+    def __init__(self, st: State, batches):
+        p = st.p
+        gptr = np.zeros(len(batches) + 1, np.int64)
+        gptr[1:] = np.cumsum([len(b[0]) for b in batches])
+        self.gptr = gptr.tolist()
+        self.item_qty = np.concatenate([b[1] for b in batches]) if batches else \
+            np.zeros((0, p.R))
+        self.item_row = np.concatenate([b[0] for b in batches]).astype(np.int64) if batches \
+            else np.zeros(0, np.int64)
+        self.rows = self.item_row.tolist()
+        self.alive = np.flatnonzero(st.alive[:st.M])
+        self.may = _may_take(st.free[self.alive], self.item_qty)
+
+
 class Packing:
     """Dense slots (module docstring): ``free`` (S, R), ``label`` (S, L), ``type``
     (S,), ``live`` (S,), ``new`` (S,) whether a slot is a new node, ``key[s]`` its
     placement slot (node index, or ``("new", j)``), ``content`` slot -> [g, i, n]
     items in the order they were added (a dict: its key order is the output's)."""
 
-    def __init__(self, st: State, batches, place: list):
+    def __init__(self, st: State, batches, place: list, base: Base | None = None):
         p = st.p
         self.st, self.p, self.batches = st, p, batches
-        # every group's items in one table: item (g, i) is row gptr[g] + i
-        gptr = np.zeros(len(batches) + 1, np.int64)
-        gptr[1:] = np.cumsum([len(b[0]) for b in batches])
-        self._gptr = gptr.tolist()
-        self.item_qty = np.concatenate([b[1] for b in batches]) if batches else \
-            np.zeros((0, p.R))
-        self.item_row = np.concatenate([b[0] for b in batches]).astype(np.int64) if batches \
-            else np.zeros(0, np.int64)
-        self._rows = self.item_row.tolist()
-        alive = np.flatnonzero(st.alive[:st.M])
-        alive = alive[_may_take(st.free[alive], self.item_qty)
-                      | np.isin(alive, [slot for _, _, slot, _, _ in place
-                                        if not isinstance(slot, tuple)])]
+        b = base if base is not None else Base(st, batches)
+        self._gptr, self.item_qty, self.item_row, self._rows = \
+            b.gptr, b.item_qty, b.item_row, b.rows
+        alive = b.alive[b.may | np.isin(b.alive, [slot for _, _, slot, _, _ in place
+                                                  if not isinstance(slot, tuple)])]
         key = alive.tolist()
         new_t = []
         row_of = {k: s for s, k in enumerate(key)}
@@ -166,9 +179,10 @@ def _key(row_of: dict, slot):
     return slot if not isinstance(slot, tuple) and slot in row_of else ("new", slot)
 
 
-def improve(st: State, costs: Costs, batches, place: list) -> list:
-    """The placements after the three moves (module docstring)."""
-    pk = Packing(st, batches, place)
+def improve(st: State, costs: Costs, batches, place: list, base: Base | None = None) -> list:
+    """The placements after the three moves (module docstring). ``base``: a ``Base``
+    of ``st`` as it is now and of ``batches`` (made here when None)."""
+    pk = Packing(st, batches, place, base)
     _empty_new_nodes(pk, costs)
     types = _TypeFit(pk, costs)
     _merge_pairs(pk, costs, types)
