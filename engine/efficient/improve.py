@@ -86,7 +86,11 @@ class Packing:
         self.key, self.row_of, self.E = key, row_of, E
         new_ix = np.asarray(new_t, np.int64)
         self.free = np.concatenate([st.free[alive], p.type_free[new_ix]])
-        self.label = np.concatenate([st.label[alive], p.type_label[new_ix].astype(st.label.dtype)])
+        # each row written once (a 50k-node tick's labels have a column per group key)
+        self.label = np.empty((S, st.label.shape[1]), st.label.dtype)
+        np.take(st.label, alive, axis=0, out=self.label[:E])
+        for t in np.unique(new_ix).tolist():
+            self.label[E:][new_ix == t] = p.type_label[t]
         self.type = np.concatenate([st.type[alive].astype(np.int64),
                                     np.asarray(new_t, np.int64)])
         self.live = np.ones(S, bool)
