@@ -19,6 +19,8 @@ CPU is simply not used. This reaches into numba's caching classes (numba
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 
 from numba.core import caching
@@ -69,6 +71,35 @@ class ShippedCache(caching.FunctionCache):
     @property
     def read_only(self) -> bool:
         return isinstance(self._impl.locator, ShippedLocator)
+
+
+@functools.lru_cache(maxsize=None)
+def sources_digest(directory: str = os.path.dirname(os.path.abspath(__file__))) -> bytes:
+    """sha256 of every ``.py`` file of ``directory`` (names and contents, in name order)."""
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".py"):
+            h.update(name.encode() + b"\0")
+            with open(os.path.join(directory, name), "rb") as f:
+                h.update(f.read())
+            h.update(b"\0")
+    return h.digest()
+
+
+def tied(d):
+    """The cached kernel ``d`` with its cache entries valid only for these exact
+    kernel sources, all of them. numba dates a kernel's entries by its own source
+    file; a kernel has the helpers of other files of this package compiled into it,
+    and an entry made before one of them changed would load the old helper's code
+    (an edited helper, a ``git pull`` that changed only the helper's file). The
+    entries' stamp is numba's and this package's digest together; an older entry
+    is not fresh and is compiled again. ``d`` unchanged when numba's classes are not
+    as expected."""
+    cache_file = getattr(getattr(d, "_cache", None), "_cache_file", None)
+    if cache_file is None or not hasattr(cache_file, "_source_stamp"):
+        return d
+    cache_file._source_stamp = (cache_file._source_stamp, sources_digest())
+    return d
 
 
 def shipped(d):

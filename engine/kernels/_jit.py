@@ -8,7 +8,7 @@ score must round exactly as CPython does (Ray computes it in Python floats).
 import numba
 from numba.core.registry import CPUDispatcher
 
-from ._cache import shipped
+from ._cache import shipped, tied
 
 # forceinline is explicit everywhere: numba passes it on to callees compiled
 # from within a kernel that sets it and not they themselves.
@@ -18,11 +18,12 @@ OPTS = dict(cache=True, nogil=True, fastmath=False, boundscheck=False, no_cfunc_
 
 def njit(*args, **kw):
     """numba.njit with OPTS; a cached kernel also reads a cache shipped with the
-    install (_cache.py, ``VECSCHED_KERNEL_CACHE``)."""
+    install (_cache.py, ``VECSCHED_KERNEL_CACHE``), and its cache entries hold only
+    for the package's kernel sources as they are (``_cache.tied``)."""
     got = numba.njit(*args, **{**OPTS, **kw})
     if args and callable(args[0]):
-        return shipped(got)
-    return lambda fn: shipped(got(fn))
+        return tied(shipped(got))
+    return lambda fn: tied(shipped(got(fn)))
 
 
 def njit_leaf(*args, hot=False, **kw):
