@@ -18,6 +18,7 @@ class Requests:
         self.table.anti = mapped_anti(t.anti, label_columns(p)[0])   # context columns
         self._keys: dict = {}
         self._pcols: dict = {}          # row -> its present columns (merges read them)
+        self._merged: dict = {}         # member rows -> their merged row's parts
         # Every gang's request list, merged once up front (one rebuild for all).
         self._aff = self.table.aff.tolist()
         self._gang_req, self._gang_ptr = p.gang_req.tolist(), p.gang_ptr.tolist()
@@ -98,6 +99,43 @@ class Requests:
         t = self.table
         if len(members) == 1:
             return members[0]
+        # Members with the same bundles merge to the same bundle (most gangs are n
+        # equal bundles, the same few shapes over many gangs): the merge is made
+        # once, each gang still gets a row of its own.
+        sig = self._bundle_sig()
+        key = tuple([sig[q] for q in members])
+        got = self._merged.get(key)
+        if got is None:
+            got = self._merged[key] = self._merged_row(members)
+        qty, present, s = got
+        first = members[0]
+        return t.append(qty, present, s, t.aff[first], t.sel_lo[first], t.sel_hi[first],
+                        t.sel_key[first])
+
+    def _bundle_sig(self) -> list:
+        """Each original row's bundle as a number, equal for rows whose quantities
+        and present columns are equal bit for bit (a merge reads only those); rows
+        without an affinity (never merged) are -1."""
+        if self._sig is None:
+            t = self.p.req
+            aff = np.flatnonzero(t.aff[:, 0] >= 0)
+            bits = np.ascontiguousarray(np.concatenate(
+                [np.ascontiguousarray(t.qty[aff], np.float64).view(np.uint64),
+                 t.present[aff].astype(np.uint64)], axis=1))
+            sig = np.full(t.qty.shape[0], -1, np.int64)
+            if aff.size and bits.shape[1]:
+                rows = bits.view(np.dtype((np.void, bits.shape[1] * 8))).reshape(-1)
+                sig[aff] = np.unique(rows, return_inverse=True)[1].reshape(-1)
+            elif aff.size:
+                sig[aff] = 0            # no resource columns: every bundle is empty
+            self._sig = sig.tolist()
+        return self._sig
+
+    _sig = None
+
+    def _merged_row(self, members: list[int]) -> tuple:
+        """(bundle, present columns, Ray's sort-key sum) of the members merged."""
+        t = self.table
         acc: dict = {}            # column -> running sum, in the merged bundle's key order
         row_of = {q: t.qty[q].tolist() for q in dict.fromkeys(members)}   # equal bundles share
         for q in members:
@@ -110,9 +148,7 @@ class Requests:
         qty[cols] = list(acc.values())
         present[cols] = True
         s = sum(acc.values())         # Ray's sort key: Python's sum() of the merged bundle
-        first = members[0]
-        return t.append(qty, present, s, t.aff[first], t.sel_lo[first], t.sel_hi[first],
-                        t.sel_key[first])
+        return qty, present, s
 
 
 class _Rows:
