@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vecsched.engine.model.fits import gang_items, gang_strategy
+from vecsched.engine.model.fits import gang_items, strict_gangs
 from vecsched.engine.solver.instance import EXISTING, build_slot_instance
 from .cost import Costs
 from .options import EfficientOptions
@@ -78,13 +78,47 @@ def gang_batch(p, g: int):
             np.asarray(want, np.int64), members)
 
 
+def gang_batches(p) -> list:
+    """``gang_batch`` of every gang: the groups of n equal unmerged bundles (the
+    usual group; one item of n units) read from whole-table arrays at once, the
+    others item by item."""
+    G, t = p.G, p.req
+    ptr = p.gang_ptr.astype(np.int64)
+    n = np.diff(ptr)
+    rows = p.gang_req.astype(np.int64)[:ptr[-1] if G else 0]
+    if not rows.size:
+        return [gang_batch(p, g) for g in range(G)]
+    gid = np.repeat(np.arange(G), n)
+    q0 = rows[np.minimum(ptr[:-1], rows.size - 1)]         # each group's first row
+    bits = np.ascontiguousarray(t.qty, np.float64).view(np.uint64)
+    first = q0[gid]
+    differs = (t.ident[rows] != t.ident[first]) | (bits[rows] != bits[first]).any(axis=1)
+    equal = (n > 1) & (np.bincount(gid[differs], minlength=G) == 0) & (t.aff[q0, 0] < 0)
+    qty0 = t.qty[q0].astype(float)
+    return [(np.array([q], np.int64), qty0[g:g + 1].copy(), np.array([k], np.int64),
+             [[[i] for i in range(k)]]) if same else gang_batch(p, g)
+            for g, (same, q, k) in enumerate(zip(equal.tolist(), q0.tolist(), n.tolist()))]
+
+
 def gang_order(p, costs: Costs, largest_first: bool = True) -> list[int]:
     if not largest_first:
         return list(range(p.G))
-    strict = np.asarray([gang_strategy(p, g).startswith("STRICT") for g in range(p.G)], bool)
-    size = np.asarray([float(costs.size(p.req.qty[p.gang_req[p.gang_ptr[g]:p.gang_ptr[g + 1]]])
-                             .sum()) for g in range(p.G)], float)
-    return np.lexsort((np.arange(p.G), -size, ~strict)).tolist()
+    strict = strict_gangs(p)
+    return np.lexsort((np.arange(p.G), -gang_sizes(p, costs), ~strict)).tolist()
+
+
+def gang_sizes(p, costs: Costs) -> np.ndarray:
+    """(G,) each gang's normalised size: ``costs.size`` of its bundles, summed.
+    A matrix product's last bit depends on the matrix's shape (BLAS blocks its
+    rows), so the gangs of n bundles are one stack of (n, R) matrices, each
+    multiplied as if alone, and each gang's sizes summed as its own row."""
+    n = np.diff(p.gang_ptr.astype(np.int64))
+    size = np.zeros(p.G)
+    for k in np.unique(n[n > 0]).tolist():
+        gangs = np.flatnonzero(n == k)
+        rows = p.gang_req[p.gang_ptr[gangs][:, None] + np.arange(k)]
+        size[gangs] = (p.req.qty[rows] @ costs.inv_ref).sum(axis=1)
+    return size
 
 
 PASSES = (("myopic", True, False), ("myopic", True, True), ("myopic", False, False),
@@ -104,7 +138,7 @@ def place_gangs(st: State, costs: Costs, opts: EfficientOptions, stats: dict, gu
     p = st.p
     if not p.G:
         return np.zeros(0, bool), [], np.zeros((0, 3), np.int64)
-    batches = [gang_batch(p, g) for g in range(p.G)]
+    batches = gang_batches(p)
     prime_type_ok(st, np.concatenate([b[0] for b in batches]),
                   np.concatenate([b[1] for b in batches]))
     nb = int(sum(b[2].sum() for b in batches))
@@ -185,12 +219,17 @@ def _price(st: State, costs: Costs, snap) -> float:
 
 def _rows(place: list, batches) -> np.ndarray:
     """(gang, item, slot, units, type) placements as (gang, bundle position, slot) rows."""
-    members = {g: [list(m) for m in b[3]] for g, b in enumerate(batches)}
-    out = []
+    used: dict = {}                 # (gang, item) -> its units placed so far
+    gang, pos, at = [], [], []
     for g, i, slot, n, _ in place:
-        for _ in range(n):
-            out.extend((g, b, slot) for b in members[g][i].pop(0))
-    return np.asarray(sorted(out), np.int64).reshape(-1, 3)
+        k = used.get((g, i), 0)
+        used[(g, i)] = k + n
+        for mem in batches[g][3][i][k:k + n]:     # the item's next n units' bundles
+            gang += [g] * len(mem)
+            pos += mem
+            at += [slot] * len(mem)
+    out = np.array([gang, pos, at], np.int64).reshape(3, -1)
+    return np.ascontiguousarray(out[:, np.lexsort(out[::-1])].T)
 
 
 def _variants(opts: EfficientOptions) -> tuple:
@@ -204,7 +243,13 @@ def _prepare(batches, costs: Costs, opts: EfficientOptions) -> list:
     largest first (stable) and the variants that run differently (``_distinct``)."""
     variants = _variants(opts)
     out = []
+    one = None          # a batch of one item: the same order and variants whatever its size
     for rows, qty, _, _ in batches:
+        if len(qty) == 1:
+            if one is None:
+                one = _distinct(variants, qty, np.zeros(1, np.intp))
+            out.append((np.zeros(1, np.intp), list(one)))
+            continue
         order = np.argsort(-costs.size(qty), kind="stable")
         out.append((order, _distinct(variants, qty, order)))
     return out

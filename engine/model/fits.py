@@ -110,6 +110,20 @@ def gang_items(p: Problem, g: int) -> list[tuple[np.ndarray, int, list[int]]]:
     return out
 
 
+def strict_gangs(p: Problem) -> np.ndarray:
+    """(G,) whether ``gang_strategy`` of each gang starts with STRICT, for all
+    gangs at once (the constraints read as arrays, the names one by one)."""
+    t, G = p.req, p.G
+    gid = np.repeat(np.arange(G), np.diff(p.gang_ptr))
+    rows = p.gang_req[:gid.size]
+    constrained = np.zeros(G, bool)
+    constrained[gid[(t.aff[rows, 0] >= 0) | (t.anti[rows, 0] >= 0)]] = True
+    names = list(p.gang_names[:G]) + [""] * max(0, G - len(p.gang_names))
+    named = np.fromiter((len(parts) >= 2 and parts[1] in ("STRICT_PACK", "STRICT_SPREAD")
+                         for parts in (n.split(":") for n in names)), bool, G)
+    return constrained | named
+
+
 def gang_strategy(p: Problem, g: int) -> str:
     """The strategy of gang g as far as the scheduler can tell: STRICT_PACK
     (affinity bundles), STRICT_SPREAD (anti-affinity bundles), else the name
