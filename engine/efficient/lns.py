@@ -130,10 +130,20 @@ def commit_keys(st: State, batches, place: list) -> dict:
     ``place._put`` per placement would); the room and labels are then changed in
     one kernel call, placement by placement (``eff_items.add_items``)."""
     p = st.p
-    slot_of: dict = {}
+    new: dict = {}                  # new-node key -> its type, in order of first use
     for _, _, slot, _, t in place:
-        if isinstance(slot, tuple) and slot not in slot_of:
-            slot_of[slot] = st.launch(t)
+        if isinstance(slot, tuple) and slot not in new:
+            new[slot] = t
+    slot_of: dict = {}
+    keys, types = list(new), list(new.values())
+    j = 0
+    while j < len(keys):            # a run of one type is launched at once (same slots)
+        k = j + 1
+        while k < len(keys) and types[k] == types[j]:
+            k += 1
+        first = st.launch_many(types[j], k - j)
+        slot_of.update(zip(keys[j:k], range(first, first + k - j)))
+        j = k
     P = len(place)
     if not P:
         return slot_of
