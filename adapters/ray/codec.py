@@ -10,8 +10,8 @@ import copy
 import time
 import uuid
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import attrgetter, eq, is_, is_not
+from itertools import chain, compress, repeat
+from operator import attrgetter, eq, is_, is_not, methodcaller
 
 import numpy as np
 from typing import Callable, Optional
@@ -70,28 +70,29 @@ class SpecCache:
     equal messages with their map entries in the same order. Every group's
     bundles are in ``bundles``, so equal bundles stay one object (one row)."""
     bundles: dict = field(default_factory=dict)   # bytes -> RequestSpec
-    gangs: dict = field(default_factory=dict)     # bytes -> (GangSpec, its bundles' bytes)
+    gangs: dict = field(default_factory=dict)     # bytes -> (GangSpec, its bundles' bytes,
+    #                                                           bundle bytes -> spec)
 
 
 def _gang_specs(req: SchedulingRequest, old: SpecCache) -> tuple[list, SpecCache]:
     """Every placement group as a GangSpec, and the cache for the next tick (the
     entries this tick used)."""
     now = SpecCache()
-    out = []
-    for i, g in enumerate(req.gang_resource_requests):
-        key = g.SerializeToString()
-        hit = old.gangs.get(key)
-        if hit is None:
-            hit = _gang_spec(g, i, old.bundles, now.bundles)
-        else:
-            now.bundles.update(zip(hit[1], hit[0].requests))
-        now.gangs[key] = hit
-        out.append(hit[0])
-    return out, now
+    gangs = req.gang_resource_requests
+    keys = list(map(_SERIALIZE, gangs))
+    hits = list(map(old.gangs.get, keys))
+    for i in [i for i, hit in enumerate(hits) if hit is None]:
+        # a group not seen last tick; its bundles seen before keep their spec (the
+        # old cache holds every bundle of every group it holds)
+        hits[i] = _gang_spec(gangs[i], i, old.bundles, now.bundles)
+    now.gangs = dict(zip(keys, hits))
+    for hit in hits:
+        now.bundles.update(hit[2])
+    return [hit[0] for hit in hits], now
 
 
 def _gang_spec(g, i: int, old: dict, now: dict) -> tuple:
-    """(GangSpec, bundle bytes). ``old``/``now``: bundle bytes -> RequestSpec of
+    """(GangSpec, bundle bytes, bundle bytes -> spec). ``old``/``now``: bundle bytes -> RequestSpec of
     earlier ticks / of this one (a placement group's bundles are mostly equal,
     and many groups alike)."""
     selectors = bool(g.bundle_selectors)
@@ -110,7 +111,8 @@ def _gang_spec(g, i: int, old: dict, now: dict) -> tuple:
     # decoded request has at most one placement constraint.
     n_pc = (sum(len(r.placement_constraints) for r in g.requests) if selectors else
             sum((s.affinity is not None) + (s.anti_affinity is not None) for s in specs))
-    return GangSpec(requests=specs, sort_key=(n_pc, len(g.requests)), name=g.details), keys
+    return (GangSpec(requests=specs, sort_key=(n_pc, len(g.requests)), name=g.details), keys,
+            dict(zip(keys, specs)))
 
 
 def _type_spec(key: str, cfg, req: SchedulingRequest) -> NodeTypeSpec:
@@ -232,6 +234,7 @@ def _labels(on: list, dynamic: list) -> FlatMaps:
     return FlatMaps.of(labels)
 
 
+_SERIALIZE = methodcaller("SerializeToString")
 _STATUS, _TYPE, _KIND = attrgetter("status"), attrgetter("instance_type"), attrgetter("node_kind")
 _NODE_ID, _HASH = attrgetter("node_id"), attrgetter("launch_config_hash")
 _TOTAL, _AVAIL = attrgetter("total_resources"), attrgetter("available_resources")
@@ -392,9 +395,8 @@ def encode(d: Decoded, plan: Plan, *, new_id: Callable[[], str] = lambda: str(uu
                if not p.resources[r].startswith(PRIVATE_PREFIX)}
     live = np.ones(p.N, bool)
     live[plan.term_node] = False
-    for n in np.flatnonzero(live):
-        for name, value in p.node_private[n]:
-            cluster[name] = cluster.get(name, 0.0) + float(value)
+    for name, value in chain.from_iterable(compress(p.node_private, live.tolist())):
+        cluster[name] = cluster.get(name, 0.0) + float(value)
     return SchedulingReply(
         to_launch=to_launch,
         to_terminate=to_terminate,
@@ -426,4 +428,5 @@ def _total_keys(p: Problem, plan: Plan) -> list[int]:
     live = np.ones(p.N, bool)
     live[plan.term_node] = False
     orders = np.concatenate([p.node_order[live], p.type_order[plan.new_template]])
-    return sorted(set(np.unique(orders[orders >= 0]).tolist()))
+    named = orders[orders >= 0]
+    return np.flatnonzero(np.bincount(named)).tolist() if named.size else []

@@ -74,9 +74,10 @@ def test_warm_decode_equals_cold(seed, monkeypatch):
     assert set(again.cache.gangs) == keys
     # equal bundles are one object (one request row), hits and misses alike
     by_bytes = {}
-    for spec, bkeys in again.cache.gangs.values():
+    for spec, bkeys, of_key in again.cache.gangs.values():
         for k, rs in zip(bkeys, spec.requests):
             assert by_bytes.setdefault(k, rs) is rs
+            assert of_key[k] is rs and again.cache.bundles[k] is rs
 
 
 @pytest.mark.slow
