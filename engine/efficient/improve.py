@@ -57,6 +57,16 @@ class Base:
         self.rows = self.item_row.tolist()
         self.alive = np.flatnonzero(st.alive[:st.M])
         self.may = _may_take(st.free[self.alive], self.item_qty)
+        self._size = None
+
+    def item_size(self, costs: Costs) -> list:
+        """Each item's normalised size, as ``costs.size`` of its bundle alone gives
+        it: one (1, R) product per item, stacked (a product's last bit depends on
+        its matrix's shape, not on the matrices beside it in a stack)."""
+        if self._size is None:
+            q = np.ascontiguousarray(self.item_qty, np.float64)
+            self._size = (q[:, None, :] @ costs.inv_ref)[:, 0].tolist()
+        return self._size
 
 
 class Packing:
@@ -71,6 +81,7 @@ class Packing:
         b = base if base is not None else Base(st, batches)
         self._gptr, self.item_qty, self.item_row, self._rows = \
             b.gptr, b.item_qty, b.item_row, b.rows
+        self.base = b
         alive = b.alive[b.may | np.isin(b.alive, [slot for _, _, slot, _, _ in place
                                                   if not isinstance(slot, tuple)])]
         key = alive.tolist()
@@ -241,20 +252,18 @@ def _units(pk: Packing, costs: Costs, m: int) -> list:
     units = []
     for g, i, n in pk.content.get(m, []):
         units += [(g, i)] * n
-    size: dict = {}
-    for u in units:
-        if u not in size:
-            size[u] = float(costs.size(pk.qty_row(*u)[0])[0])
-    units.sort(key=lambda u: -size[u])
+    size, gptr = pk.base.item_size(costs), pk._gptr
+    units.sort(key=lambda u: -size[gptr[u[0]] + u[1]])
     return units
 
 
 def _unit_arrays(pk: Packing, units: list, masks: _Masks):
-    p = pk.p
-    uq = np.asarray([pk.qty_row(g, i)[0] for g, i in units], float).reshape(len(units), p.R)
-    rows = [pk.qty_row(g, i)[1] for g, i in units]
+    p, gptr = pk.p, pk._gptr
+    j = np.fromiter((gptr[g] + i for g, i in units), np.int64, len(units))
+    uq = np.ascontiguousarray(pk.item_qty[j], float).reshape(len(units), p.R)
+    rows = pk.item_row[j]
     anti = p.req.anti[rows].reshape(len(units), 2)
-    mask_of = np.asarray([masks.index(r) for r in rows], np.int64)
+    mask_of = np.asarray([masks.index(r) for r in rows.tolist()], np.int64)
     return uq, anti[:, 0].astype(np.int64), anti[:, 1].astype(np.int32), mask_of
 
 

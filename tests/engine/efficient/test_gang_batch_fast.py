@@ -100,3 +100,18 @@ def test_placement_rows_equal_the_twin(monkeypatch):
     for got, want, _ in seen:
         assert got.dtype == want.dtype and got.shape == want.shape and got.flags.c_contiguous
         assert np.array_equal(got, want)
+
+
+def test_item_sizes_equal_each_items_own_product():
+    from vecsched.engine.efficient.improve import Base
+    from vecsched.engine.efficient.state import State
+
+    checked = 0
+    for p in _problems():
+        batches = gang_batches(p)
+        costs = Costs(p, EfficientOptions())
+        got = Base(State(p), batches).item_size(costs)
+        want = [float(costs.size(q)[0]) for b in batches for q in b[1]]
+        assert np.array_equal(np.asarray(got).view(np.uint64), np.asarray(want).view(np.uint64))
+        checked += len(want)
+    assert checked > 300
