@@ -2,6 +2,8 @@
 policy shares (``vecsched.engine.tick``)."""
 from __future__ import annotations
 
+import gc
+
 from vecsched.engine.model.plan import Plan
 from vecsched.engine.model.problem import Problem
 from vecsched.engine.tick import POLICIES, Limits, TickInputs, run
@@ -34,8 +36,17 @@ def schedule(problem: Problem, *, mode: str = "ray-compat",
     launches it may make (below the cap the memory learned). With none of these, the
     policy runs on the Problem as given. See docs/capacity.md.
     """
-    return run(problem, mode, TickInputs(options=options, pending_since=pending_since,
-                                         now_s=now_s, limits=limits,
-                                         unavailable=frozenset(unavailable or ()),
-                                         probing=frozenset(probing or ()),
-                                         room=dict(room or {})))
+    inputs = TickInputs(options=options, pending_since=pending_since, now_s=now_s,
+                        limits=limits, unavailable=frozenset(unavailable or ()),
+                        probing=frozenset(probing or ()), room=dict(room or {}))
+    # The cyclic garbage collector is paused for the tick: a tick makes many small
+    # containers that die with it (the efficient mode's passes some 75,000 at 50k
+    # nodes), and the collections they trigger scan them for cycles the tick does
+    # not make (56 ms of a 0.92 s tick). Anything cyclic is collected after it.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return run(problem, mode, inputs)
+    finally:
+        if paused:
+            gc.enable()
