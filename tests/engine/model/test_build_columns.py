@@ -44,6 +44,26 @@ def test_exact_columns_equal_their_twin(seed):
         assert exact_columns(R, *mats).tolist() == exact_columns_loop(R, *mats).tolist()
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_exact_columns_of_tall_matrices_equal_their_twin(seed):
+    """Thousands of rows (exact_columns reduces them in blocks): one off-grid or
+    large value anywhere, in the ragged last rows too, decides its column."""
+    rng = np.random.default_rng(1000 + seed)
+    for _ in range(6):
+        R = int(rng.integers(1, 14))
+        mats = []
+        for _ in range(int(rng.integers(1, 4))):
+            n = int(rng.choice([127, 128, 129, 4096 + 63, int(rng.integers(0, 20000))]))
+            m = rng.integers(0, 64, (n, R)) / 4.0
+            if rng.random() < 0.5:
+                m[:, int(rng.integers(0, R))] *= 2.0 ** 40            # memory-like column
+            for _ in range(int(rng.integers(0, 4)) if n else 0):
+                m[int(rng.integers(0, n)), int(rng.integers(0, R))] = rng.choice(
+                    [0.1, 2.0 ** -31, 2.0 ** 52 + 2, 3.0 * 2 ** 60, -0.0, -2.5])
+            mats.append(m)
+        assert exact_columns(R, *mats).tolist() == exact_columns_loop(R, *mats).tolist()
+
+
 def _problem(nodes, requests=(), types=None):
     types = types or [NodeTypeSpec("w", {"CPU": 4.0}, max_workers=5, labels={"zone": "a"})]
     return build_problem(types, nodes, list(requests))
