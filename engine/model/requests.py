@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import chain
+from operator import methodcaller
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -114,16 +115,13 @@ def encode(specs: Sequence[RequestSpec], wheres: Sequence[str], vocab: Vocab, lv
     anti = np.full((Q, 2), -1, IDX)
     sel_ptr, sel_con_ptr, con_key, con_op, con_val_ptr, con_vals = [0], [0], [], [], [0], []
     sel_keys, idents, ident_of = [], [], {}
-    qr, qc, qv, qk = [], [], [], []
     pc_rows = ([], [])      # (row, label key, value) of affinities, anti-affinities
     done: dict = {}     # id(spec) -> its row's parts: a spec shared by many rows is read once
     for q, rs in enumerate(specs):
-        res = rs.resources
         parts = done.get(id(rs))
         if parts is None:
-            parts = done[id(rs)] = _row_parts(rs, q, wheres, vocab, lvocab, values)
-        ks, cids, (pa, pb), sels, ident = parts
-        qr += [q] * len(ks); qc += cids; qv += res.values(); qk += ks
+            parts = done[id(rs)] = _row_parts(rs, q, wheres, lvocab, values)
+        (pa, pb), sels, ident = parts
         if pa is not None:
             pc_rows[0].append((q, pa[0], pa[1]))
         if pb is not None:
@@ -138,8 +136,15 @@ def encode(specs: Sequence[RequestSpec], wheres: Sequence[str], vocab: Vocab, lv
         sel_ptr.append(len(sel_con_ptr) - 1)
         sel_keys.append(ident[3])
         idents.append(ident_of.setdefault(ident, len(ident_of)))
+    # The bundles' entries, row by row in each bundle's own order, at once.
+    bundles = [rs.resources for rs in specs]
+    lens = np.fromiter(map(len, bundles), np.int64, Q)
+    qk = list(chain.from_iterable(bundles))
+    qv = list(chain.from_iterable(map(_VALUES, bundles)))
+    qc = np.fromiter(map(vocab.ids.__getitem__, qk), np.int64, len(qk))
+    qr = np.repeat(np.arange(Q), lens)
     from vecsched.engine.model.build.check import checked
-    vals = checked(qv, lambda j: f"{wheres[qr[j]]}.resources_bundle[{qk[j]!r}]", qty_check)
+    vals = checked(qv, lambda j: f"{wheres[int(qr[j])]}.resources_bundle[{qk[j]!r}]", qty_check)
     qty[qr, qc] = vals
     present[qr, qc] = True
     for arr, rows in zip((aff, anti), pc_rows):
@@ -152,7 +157,6 @@ def encode(specs: Sequence[RequestSpec], wheres: Sequence[str], vocab: Vocab, lv
     given = [None] * Q if sums is None else list(sums)
     todo = [q for q in range(Q) if given[q] is None]
     if todo:
-        lens = np.fromiter((len(rs.resources) for rs in specs), np.int64, Q)
         starts = np.cumsum(lens) - lens
         for q in todo:
             given[q] = sum(vals[starts[q]: starts[q] + lens[q]].tolist())
@@ -165,13 +169,13 @@ def encode(specs: Sequence[RequestSpec], wheres: Sequence[str], vocab: Vocab, lv
         sel_key=tuple(sel_keys), ident=np.asarray(idents, IDX))
 
 
-def _row_parts(rs: RequestSpec, q: int, wheres, vocab: Vocab, lvocab: Vocab, values: Vocab):
-    """One spec's column ids, placement constraint ids, encoded selectors and
-    identity (checked here, so a bad spec is named by its first row q)."""
+_VALUES = methodcaller("values")
+
+
+def _row_parts(rs: RequestSpec, q: int, wheres, lvocab: Vocab, values: Vocab):
+    """One spec's placement constraint ids, encoded selectors and identity
+    (checked here, so a bad spec is named by its first row q)."""
     res = rs.resources
-    ks = list(res)
-    ids = vocab.ids
-    cids = [ids[k] for k in ks]
     if rs.affinity is not None and rs.anti_affinity is not None:
         raise ProblemError(f"{wheres[q]}.placement_constraints", "has both an affinity "
                            "and an anti-affinity; at most one is supported")
@@ -193,4 +197,4 @@ def _row_parts(rs: RequestSpec, q: int, wheres, vocab: Vocab, lvocab: Vocab, val
         sels.append(enc)
         canon.append(tuple(cons))
     ident = (tuple(sorted(res.items())), rs.affinity, rs.anti_affinity, tuple(canon))
-    return ks, cids, pcs, sels, ident
+    return pcs, sels, ident
