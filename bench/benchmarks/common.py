@@ -426,10 +426,12 @@ def _gang_pb(gang):
                                bundle_selectors=[BundleSelector(resource_requests=reqs)])
 
 
-def engine_problem(spec: ClusterSpec, conserve_gpu: bool = True):
+def engine_problem(spec: ClusterSpec, conserve_gpu: bool = True, shared_bundles: bool = False):
     """The engine ``Problem`` for ``spec``, built with ``vecsched.engine.model.build.builder`` (no Ray).
 
-    ``conserve_gpu`` is Ray's AUTOSCALER_CONSERVE_GPU_NODES default.
+    ``conserve_gpu`` is Ray's AUTOSCALER_CONSERVE_GPU_NODES default. ``shared_bundles``:
+    one RequestSpec per distinct (bundle, placement constraint), so equal placement-group
+    bundles share a request row, as the Ray adapter's decode makes them.
     """
     from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
 
@@ -441,11 +443,15 @@ def engine_problem(spec: ClusterSpec, conserve_gpu: bool = True):
              for n in spec.nodes]
     reqs = [RequestSpec(dict(b), c) for b, c in spec.demand]
     from vecsched.engine.model.requests import GangSpec
-    gangs = []
+    gangs, one = [], {}
     for pg, strategy, bundles in spec.gangs:
         key = {"STRICT_PACK": "affinity", "STRICT_SPREAD": "anti_affinity"}.get(strategy)
-        gangs.append(GangSpec([RequestSpec(dict(b), 1, **({key: ("_PG_" + pg, "")} if key else {}))
-                               for b in bundles], name=f"{pg}:{strategy}:PENDING"))
+        pc = {key: ("_PG_" + pg, "")} if key else {}
+        specs = [RequestSpec(dict(b), 1, **pc) for b in bundles]
+        if shared_bundles:
+            specs = [one.setdefault((tuple(b.items()), tuple(pc.items())), rs)
+                     for b, rs in zip(bundles, specs)]
+        gangs.append(GangSpec(specs, name=f"{pg}:{strategy}:PENDING"))
     return build_problem(types, nodes, reqs, idle_timeout_s=spec.idle_timeout_s,
                          disable_launch_config_check=True, conserve_gpu=conserve_gpu,
                          gangs=gangs)

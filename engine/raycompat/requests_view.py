@@ -18,7 +18,7 @@ class Requests:
         self.table.anti = mapped_anti(t.anti, label_columns(p)[0])   # context columns
         self._keys: dict = {}
         self._pcols: dict = {}          # row -> its present columns (merges read them)
-        self._merged: dict = {}         # member rows -> their merged row's parts
+        self._merged: dict = {}         # members' bundle numbers -> the merged row's parts
         # Every gang's request list, merged once up front (one rebuild for all).
         self._aff = self.table.aff.tolist()
         self._gang_req, self._gang_ptr = p.gang_req.tolist(), p.gang_ptr.tolist()

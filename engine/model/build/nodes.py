@@ -208,8 +208,9 @@ def _same_keys(a, at: np.ndarray, b, bt: np.ndarray) -> bool:
 
 
 def _scatter(n: int, fill, at: np.ndarray, values: list) -> list:
-    """A list of n ``fill`` but ``values[j]`` at ``at[j]`` (``at`` distinct), made
-    through an object array: faster than setting item by item."""
+    """A list of n ``fill`` but ``values[j]`` at ``at[j]`` (at a repeated index, one
+    of its values: the caller mends those), made through an object array: faster
+    than setting item by item."""
     out = np.empty(n, object)
     out.fill(fill)
     out[at] = np.fromiter(values, object, len(values))

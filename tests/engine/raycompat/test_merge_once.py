@@ -7,8 +7,6 @@ from __future__ import annotations
 import numpy as np
 
 from bench.benchmarks import common
-from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, RequestSpec, build_problem
-from vecsched.engine.model.requests import GangSpec
 from vecsched.engine.raycompat.requests_view import Requests
 
 from tests.kits.ganggen import gang_tick
@@ -27,35 +25,13 @@ class _EachOnItsOwn(Requests):
                         t.sel_key[first])
 
 
-def _shared_rows(spec):
-    """``common.engine_problem`` with one RequestSpec object per distinct bundle
-    (bundle, constraint): equal bundles share a request row."""
-    types = [NodeTypeSpec(t.name, dict(t.resources), max_workers=t.max_workers,
-                          priority=t.priority, labels=dict(t.labels)) for t in spec.types]
-    nodes = [NodeSpec(n.type, status=n.status, kind=n.kind, total=n.total,
-                      available=n.available, labels=n.labels, idle_ms=n.idle_ms,
-                      ray_node_id=n.node_id, launch_hash="h1" if n.total else "")
-             for n in spec.nodes]
-    one: dict = {}
-    gangs = []
-    for pg, strategy, bundles in spec.gangs:
-        key = {"STRICT_PACK": "affinity", "STRICT_SPREAD": "anti_affinity"}.get(strategy)
-        pc = {key: ("_PG_" + pg, "")} if key else {}
-        specs = [one.setdefault((tuple(b.items()), tuple(pc.items())),
-                                RequestSpec(dict(b), 1, **pc)) for b in bundles]
-        gangs.append(GangSpec(specs, name=f"{pg}:{strategy}:PENDING"))
-    return build_problem(types, nodes, [RequestSpec(dict(b), c) for b, c in spec.demand],
-                         idle_timeout_s=spec.idle_timeout_s, disable_launch_config_check=True,
-                         gangs=gangs)
-
-
 def _problems():
     for seed in range(6):
         yield gang_tick(seed, bundles=80)
     for seed in range(3):
         spec = common.cluster_v2(nodes=50, units=100, gangs=120, seed=seed)
         yield common.engine_problem(spec)
-        yield _shared_rows(spec)
+        yield common.engine_problem(spec, shared_bundles=True)
 
 
 def test_merged_rows_equal_merging_each_group_alone():
