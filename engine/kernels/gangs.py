@@ -23,14 +23,14 @@ import numpy as np
 from typing import NamedTuple
 
 from ._jit import njit, njit_inner
-from .fitindex import _fit_index, _holders
-from .listorder import NOUT, _list_order, _placed
+from .fitindex import _fit_index, _unit_holders, _unit_index
+from .listorder import NOUT, ONE, START, _list_order, _placed
 from .loop import _run_loop
 from .nodeclass import _class_of, _class_table, _room_for
 from .pendclass import _firsts, _join_head, _join_tail, _leave, _pend_classes, _pend_room
 from .pick import _pick_core, _pick_scratch
 from .records import Cands, Classes, LoopMode, Source
-from .runclass import _firsts_only, _left, _run_classes
+from .runclass import _all_keys, _left, _materialize, _run_classes
 from .slots import _mark, _win
 from .sort import _sort_by
 from .walkcache import _keep, _prefill, _walk_cache, _walk_class
@@ -178,8 +178,10 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
     rewritten per placed gang for the nodes it wins, the running nodes it visits
     or stops visiting and its launches. The non-running nodes are kept by class
     (kernels/pendclass.py): a gang reads the first member of each class that
-    holds one of its shapes, not every non-running node. So a gang costs time in
-    its holders, the classes of its shapes and its picks, not in the list.
+    holds one of its shapes, not every non-running node. Running nodes no gang
+    can tell apart are a class too (kernels/runclass.py), listed once per shape
+    (fitindex.UnitIndex) and re-keyed as one (``base``). So a gang costs time in
+    its holders alone, the classes of its shapes and its picks, not in the list.
 
     Why one long function: numba compiles it as one frame, so the ~30 scratch
     arrays are allocated once per tick and sized for the largest gang, and the
@@ -230,6 +232,11 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
     # classes are not needed (a class's members hold the same shapes).
     tab = _class_table(npend + ix.some.shape[0] + 64, R, L)   # grows as classes are founded
     rc = _run_classes(ix.some, ps, Mcap, tab, lm)
+    ux = _unit_index(ix, rc)
+    # Each class's zone key (kernels/listorder.py; all start in the back) and
+    # the last gang that visited it.
+    base = np.full(rc.head.shape[0], START, dtype=np.int64)
+    markc = np.full(rc.head.shape[0], -1, dtype=np.int64)
     pc = _pend_room(_pend_classes(tab.nxt.shape[0], Mcap, S), tab.nxt.shape[0], npend)
     for i in range(npend):
         m = lo.out[i]
@@ -257,7 +264,6 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
     scratch_all = np.zeros(K_max, dtype=np.int64)
     tmpl_slot = np.empty(C_max, dtype=np.int64)     # the template loop's candidates
     held = np.empty(max(nrun, 1), dtype=np.int64)
-    held_first = np.empty(max(nrun, 1), dtype=np.int64)
     firsts = np.empty(C_max, dtype=np.int64)
     tmp = np.empty(C_max, dtype=np.int64)
     block = np.empty(C_max, dtype=np.int64)
@@ -296,19 +302,18 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
         else:
             live = live_all[: _distinct(runs, left, live_all)]
             shapes = shapes_all[: _distinct(shape[ptr[g]: ptr[g + 1]], left, shapes_all)]
-        nh = _holders(ix, shapes, free, rq, mark, g, held)
-        hs = held[:nh]
-        _sort_by(hs, key, tmp[:nh])
         # The gang's candidates in list order: of its holders, the ones alone or
         # first in their class (kernels/runclass.py), and of the non-running nodes
         # the first member of each class that holds a unit of a live shape (Ray's
         # NodeStateCache; the others place nothing, or wait in their class behind
         # the first member and take its place, at their own position, when it wins).
-        hf = held_first[: _firsts_only(hs, rc, held_first)]
+        nh = _unit_holders(ux, shapes, free, rq, rc, mark, markc, g, held)
+        hs = held[:nh]
+        _sort_by(hs, key, tmp[:nh])
         nr = _firsts(pc, shapes, g, firsts)
         fs = firsts[:nr]
         _sort_by(fs, key, tmp[:nr])
-        nf = _merge_by_key(hf, fs, key, slot)
+        nf = _merge_by_key(hs, fs, key, slot)
         taken = taken_all[: C_max * K].reshape((C_max, K))
         ec = Cands(slot, alive, fresh, taken, placed, label_score, gpu_ok, match,    # existing
                    util_min, util_mean)                                           # nodes
@@ -336,6 +341,7 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
             if status[m] != _RUNNING and pc.nxt[m] >= 0:
                 nf = _insert(pc.nxt[m], i, nf, key, ec)   # the next member tries the class
             elif status[m] == _RUNNING and rc.of[m] >= 0 and rc.nxt[m] >= 0:
+                _materialize(rc.nxt[m], rc.of[m], base, key, lo.ctr[ONE])
                 nf = _insert(rc.nxt[m], i, nf, key, ec)
             block[nw] = m
             won_in[m] = g
@@ -377,16 +383,17 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
             for j in range(launched):
                 slots.label[won[j], shared] = -1
         # The winners go in front, the visited nodes after them, launches at the end.
-        _placed(lo, block, nw, hs, g, mark, won_in, status, won, launched)
+        _placed(lo, block, nw, hs, g, mark, won_in, status, won, launched, rc, base, markc)
         tab = _room_for(tab, nw + launched)
         pc = _pend_room(pc, tab.nxt.shape[0], nw + launched)
         _reclass(block, nw, won, launched, cls, pc, tab, ps, lm, gr.shape_row)
-        _left(block, nw, rc)
+        _left(block, nw, rc, base, key, lo.ctr[ONE], ux, free, rq)
         for j in range(launched):
             lst[nn] = won[j]
             nn += 1
         for j in range(Mg, M):
             have[type_[j]] += 1
+    _all_keys(rc, base, key, lo.ctr[ONE])
     out = lst[:nn]
     _sort_by(out, key, tmp[:nn])
     return bad, out.astype(nodes.dtype), M, from_tmpl[: M - M0].copy()

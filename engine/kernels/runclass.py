@@ -18,12 +18,21 @@ one gang are its first members, in order. Classes are found once per call, for t
 running nodes that hold a shape of some gang (the fit index's), in
 the gang kernel's table of Ray's node-state classes (kernels/nodeclass.py), and
 split by the totals' dict order, which those classes do not compare.
+
+A class is one unit of the gang kernel's work: the fit index lists it once per
+shape (kernels/fitindex.py ``UnitIndex``, never checked again: its members' free
+rows do not change) and the list order re-keys it as one, by its zone key
+``base[c]`` (kernels/listorder.py). Only its first member's key is kept up to
+date; a member's key is written from ``base`` when it becomes first or is
+inserted behind a winner (``_materialize``), and every member's at the end
+(``_all_keys``).
 """
 from typing import NamedTuple
 
 import numpy as np
 
 from ._jit import njit_inner
+from .fitindex import _depart
 from .nodeclass import _class_of
 
 
@@ -87,26 +96,41 @@ def _run_classes(running, ps, Mcap, tab, lm):
     return RunClasses(of, head, nxt)
 
 
-@njit_inner
-def _firsts_only(hs, rc, out):
-    """The slots of hs (in list order) that are alone or first in their class,
-    into out (in order); returns how many."""
-    k = 0
-    for m in hs:
-        c = rc.of[m]
-        if c < 0 or rc.head[c] == m:
-            out[k] = m
-            k += 1
-    return k
+@njit_inner(hot=True)
+def _materialize(m, c, base, key, one):
+    """Member m of class c takes its class's zone key (kernels/listorder.py):
+    its key, kept only for the first member, before it is read."""
+    key[m] = base[c] + key[m] % one
 
 
 @njit_inner
-def _left(won, nw, rc):
-    """The running winners won[:nw] of a placed gang leave their classes (each
-    its class's first member when it leaves, in pick order)."""
+def _left(won, nw, rc, base, key, one, ux, free, rq):
+    """The running winners won[:nw] of a placed gang leave their classes (a
+    class's winners are its first members, in pick order); the member then
+    first takes its class's key (not before: it may be a winner too, keyed
+    already), and each winner is listed alone in the unit index ux
+    (kernels/fitindex.py) for the shapes it still holds."""
+    for i in range(nw):
+        m = won[i]
+        if rc.of[m] >= 0:
+            rc.head[rc.of[m]] = rc.nxt[m]
     for i in range(nw):
         m = won[i]
         c = rc.of[m]
         if c >= 0:
-            rc.head[c] = rc.nxt[m]
             rc.of[m] = -1
+            if rc.head[c] >= 0:
+                _materialize(rc.head[c], c, base, key, one)
+            _depart(ux, c, m, free, rq)
+
+
+@njit_inner
+def _all_keys(rc, base, key, one):
+    """Every member still in a class takes its class's key (at the end)."""
+    for c in range(rc.head.shape[0]):
+        m = rc.head[c]
+        if m < 0 or rc.of[m] != c:
+            continue                            # no class (a class of one is none)
+        while m >= 0:
+            _materialize(m, c, base, key, one)
+            m = rc.nxt[m]

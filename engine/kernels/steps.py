@@ -61,9 +61,9 @@ def sort_once(idx, key, tmp):
 
 
 @njit_leaf
-def placed_once(lo, won, nw, hs, g, mark, won_in, status, new, nnew):
+def placed_once(lo, won, nw, hs, g, mark, won_in, status, new, nnew, rc, base, markc):
     """listorder._placed"""
-    _placed(lo, won, nw, hs, g, mark, won_in, status, new, nnew)
+    _placed(lo, won, nw, hs, g, mark, won_in, status, new, nnew, rc, base, markc)
 
 
 @njit_leaf

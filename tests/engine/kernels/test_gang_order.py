@@ -14,6 +14,8 @@ from vecsched.engine.kernels.steps import (firsts_once, join_once, leave_once,
                                            pend_room_once as _pend_room, placed_once,
                                            run_classes_once, sort_once)
 
+from vecsched.engine.kernels.runclass import RunClasses
+
 from tests.kits.twins import ClassListsRef, gang_list_ref
 
 RUNNING, PENDING = 5, 2
@@ -39,6 +41,8 @@ def test_list_order_matches_the_list(seed):
     M = n
     status[n:] = PENDING                     # slots past the list: launches
     running = {m for m in range(n) if status[m] == RUNNING}
+    none = RunClasses(np.full(Mcap, -1, np.int64), np.full(1, -1, np.int64),
+                      np.full(Mcap, -1, np.int64))        # no classes
     for g in range(60):
         run_in = [m for m in lst if m in running]
         holders = [m for m in run_in if rng.random() < 0.3]
@@ -56,11 +60,110 @@ def test_list_order_matches_the_list(seed):
         won_in[np.asarray(winners, np.int64)] = g
         w = np.asarray(winners + [0], np.int64)
         new = np.asarray(launches + [0], np.int64)
-        placed_once(lo, w, len(winners), hs, g, mark, won_in, status, new, nl)
+        placed_once(lo, w, len(winners), hs, g, mark, won_in, status, new, nl, none,
+                    np.zeros(1, np.int64), np.full(1, -1, np.int64))
         want = gang_list_ref(lst, running, set(holders), winners, launches)
         lst = lst + launches
         assert _order(lo, lst) == want, g
         lst = want
+
+
+def _classes(rng, running_in_order, Mcap):
+    """Random running classes of two or more members (kernels/runclass.py), each
+    in list order: (RunClasses, members per class)."""
+    of = np.full(Mcap, -1, np.int64)
+    nxt = np.full(Mcap, -1, np.int64)
+    members = {}
+    for m in running_in_order:
+        if rng.random() < 0.7:
+            members.setdefault(int(rng.integers(4)), []).append(m)
+    members = {c: ms for c, ms in members.items() if len(ms) >= 2}
+    head = np.full(4, -1, np.int64)
+    for c, ms in members.items():
+        head[c] = ms[0]
+        of[ms] = c
+        for a, b in zip(ms, ms[1:]):
+            nxt[a] = b
+    return RunClasses(of, head, nxt), members
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_list_order_moves_classes_as_one(seed):
+    """Running classes re-keyed as one (their zone key ``base``; only the first
+    member's key kept) order the list as the twin does member by member: every
+    member of a class is visited or none, its winners are its first members in
+    order and leave it, and a member that left is a node on its own."""
+    rng = np.random.default_rng(50 + seed)
+    n = int(rng.integers(8, 60))
+    Mcap = n + 400
+    status = np.where(rng.random(Mcap) < 0.75, RUNNING, PENDING).astype(np.int8)
+    nodes = rng.permutation(n).astype(np.int64)
+    lo = _list_order(nodes, status, Mcap, Mcap)
+    one = int(lo.ctr[6])
+    lst = nodes.tolist()
+    status[n:] = PENDING
+    running = {m for m in range(n) if status[m] == RUNNING}
+    rc, members = _classes(rng, [m for m in lst if m in running], Mcap)
+    base = np.full(4, int(lo.key[nodes[0]]) - int(lo.key[nodes[0]]) % one, np.int64)
+    mark = np.full(Mcap, -1, np.int64)
+    markc = np.full(4, -1, np.int64)
+    won_in = np.full(Mcap, -1, np.int64)
+    M, moved = n, 0
+    for g in range(80):
+        alone = [m for m in lst if m in running and rc.of[m] < 0]
+        live = [c for c in members if rc.head[c] >= 0]
+        held = [m for m in alone if rng.random() < 0.4]
+        cls = [c for c in live if rng.random() < 0.6]
+        hs = np.asarray(held + [int(rc.head[c]) for c in cls], np.int64)
+        sort_once(hs, lo.key, np.empty(hs.size, np.int64))
+        mark[held] = g
+        markc[cls] = g
+        visited_run = set(held)
+        for c in cls:
+            m = int(rc.head[c])
+            while m >= 0:
+                visited_run.add(m)
+                m = int(rc.nxt[m])
+        # winners: nodes alone, non-running nodes and, per class, its first members
+        pool = held + [m for m in lst if m not in running]
+        winners = [pool[i] for i in rng.permutation(len(pool))[: int(rng.integers(0, 4))]]
+        for c in cls:
+            m, k = int(rc.head[c]), int(rng.integers(0, 3))
+            while m >= 0 and k > 0:
+                winners.insert(int(rng.integers(len(winners) + 1)), m)
+                m, k = int(rc.nxt[m]), k - 1
+        for c in cls:                       # pick order within a class: list order
+            at = [i for i, m in enumerate(winners) if rc.of[m] == c]
+            for i, m in zip(at, sorted((winners[i] for i in at),
+                                       key=lambda m: members[c].index(m))):
+                winners[i] = m
+        nl = int(rng.integers(0, 3))
+        launches = list(range(M, M + nl))
+        M += nl
+        won_in[np.asarray(winners, np.int64)] = g
+        w = np.asarray(winners + [0], np.int64)
+        new = np.asarray(launches + [0], np.int64)
+        placed_once(lo, w, len(winners), hs, g, mark, won_in, status, new, nl, rc, base,
+                    markc)
+        for c in members:                   # _placed kept each first member's key
+            h = int(rc.head[c])
+            if h >= 0 and won_in[h] != g:
+                assert lo.key[h] == base[c] + lo.key[h] % one, (g, c)
+        for m in winners:                   # they leave their classes (runclass._left)
+            c = int(rc.of[m])
+            if c >= 0:
+                moved += 1
+                rc.head[c], rc.of[m] = rc.nxt[m], -1
+        want = gang_list_ref(lst, running, visited_run, winners, launches)
+        lst = lst + launches
+        for c in members:                   # every member takes its class's key
+            m = int(rc.head[c])
+            while m >= 0 and rc.of[m] == c:
+                lo.key[m] = base[c] + lo.key[m] % one
+                m = int(rc.nxt[m])
+        assert _order(lo, lst) == want, g
+        lst = want
+    assert members and moved > 0
 
 
 class _Tab(NamedTuple):
