@@ -231,7 +231,12 @@ def _pack_gangs(nodes, M, gr, launch, ps, shared):
     # Running nodes that hold no shape of any gang are never a candidate: their
     # classes are not needed (a class's members hold the same shapes).
     tab = _class_table(npend + ix.some.shape[0] + 64, R, L)   # grows as classes are founded
-    rc = _run_classes(ix.some, ps, Mcap, tab, lm)
+    need = np.zeros(R, dtype=np.bool_)         # the columns some gang asks for
+    for s in range(S):
+        for r in range(R):
+            if rq.qty[gr.shape_row[s], r] > 0.0:
+                need[r] = True
+    rc = _run_classes(ix.some, ps, Mcap, tab, lm, need)
     ux = _unit_index(ix, rc)
     # Each class's zone key (kernels/listorder.py; all start in the back) and
     # the last gang that visited it.

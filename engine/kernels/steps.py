@@ -106,9 +106,9 @@ def pend_room_once(pc, C, k):
 
 
 @njit
-def run_classes_once(running, ps, Mcap, tab, lm):
+def run_classes_once(running, ps, Mcap, tab, lm, need):
     """runclass._run_classes"""
-    return _run_classes(running, ps, Mcap, tab, lm)
+    return _run_classes(running, ps, Mcap, tab, lm, need)
 
 
 @njit

@@ -264,5 +264,61 @@ def test_identical_running_nodes_equal_the_twin(monkeypatch):
     from vecsched.engine.kernels.steps import class_table_once
     rc = run_classes_once(run, ctx.pack_state(DEMAND, Requests(p)), ctx.M,
                           class_table_once(run.size + 1, p.R, ctx.label.shape[1]),
-                          np.empty(p.R, bool))
+                          np.empty(p.R, bool), np.ones(p.R, bool))
     assert (rc.of[run] >= 0).sum() > 100 and len(set(rc.of[run].tolist())) < 20
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dict_orders_split_classes_only_where_sums_can_differ(monkeypatch, seed):
+    """Running nodes alike but for their totals' dict order (runclass._same_sums):
+    three resources in use whose utilisation terms differ by 1e15 (their sum
+    depends on the order: summed the other way these nodes score higher) and two
+    never used nor asked for (their place in the order changes no sum). The gang
+    kernel equals its slow twin, and the classes join the nodes whose orders
+    differ only in the unused ones."""
+    from vecsched.engine import schedule
+    from vecsched.engine.kernels.steps import class_table_once
+    from vecsched.engine.model.build.builder import NodeSpec, NodeTypeSpec, build_problem
+    from vecsched.engine.model.requests import GangSpec, RequestSpec
+    from vecsched.engine.raycompat.context import DEMAND, Context
+    from vecsched.engine.raycompat.requests_view import Requests
+
+    from tests.kits.packer_twin import plans_equal, twin_schedule
+
+    rng = np.random.default_rng(300 + seed)
+    big = float(2 ** 53)
+    full = {"CPU": 8.0, "memory": big, "accel": 3.0, "disk": 100.0, "scratch": 7.0}
+    types = [NodeTypeSpec("c", full, max_workers=300)]
+    used = [k for k in full if k in ("CPU", "memory", "accel")]
+    nodes = []
+    for i in range(150):
+        # the used ones in one of two orders (the first node: CPU first), the unused
+        # ones anywhere
+        keys = list(used) if i == 0 or rng.random() < 0.5 else used[::-1]
+        for k in ("disk", "scratch"):
+            keys.insert(int(rng.integers(len(keys) + 1)), k)
+        total = {k: full[k] for k in keys}
+        # a 2-CPU bundle on these scores higher summed accel first (by 0.25 in 2**50)
+        avail = {"CPU": 4.0, "memory": big * 0.5 - 3.0, "accel": 1.7, "disk": 100.0,
+                 "scratch": 7.0}
+        nodes.append(NodeSpec("c", total=total, available={k: avail[k] for k in keys},
+                              ray_node_id=f"n{i}", idle_ms=0))
+    gangs = [GangSpec([RequestSpec({"CPU": 2.0, "accel": 0.1}, 1)
+                       for _ in range(int(rng.integers(1, 4)))]) for _ in range(40)]
+    # demand after the groups: it goes where the groups' winners now stand in the
+    # list, so a group that won on another node shows in its placements
+    p = build_problem(types, nodes, [RequestSpec({"CPU": 1.0}, 20)], idle_timeout_s=60.0,
+                      gangs=gangs)
+    plan = schedule(p)
+    plans_equal(plan, twin_schedule(p, monkeypatch), "dict orders")
+    ctx = Context(p)
+    run = ctx.nodes[ctx.status[ctx.nodes] == RUNNING].astype(np.int64)
+    need = np.zeros(p.R, bool)
+    need[[p.resources.index(k) for k in ("CPU", "accel")]] = True
+    rc = run_classes_once(run, ctx.pack_state(DEMAND, Requests(p)), ctx.M,
+                          class_table_once(run.size + 1, p.R, ctx.label.shape[1]),
+                          np.empty(p.R, bool), need)
+    classes = {int(c) for c in rc.of[run] if c >= 0}
+    # one per order of the used resources; the unused ones' places (12 ways per
+    # order) split nothing
+    assert len(classes) == 2 and (rc.of[run] >= 0).all()
