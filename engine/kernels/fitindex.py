@@ -121,24 +121,20 @@ def _unit_holders(ux, shapes, free, rq, rc, mark, markc, stamp, out):
         w = ux.ptr[s]
         for j in range(ux.ptr[s], ux.ptr[s] + ux.cnt[s]):
             u = ux.mem[j]
-            if u < 0:
-                c = -1 - u
-                h = rc.head[c]
-                if h < 0:
+            if u < 0:                         # a class, by its first member
+                seen, k, first = markc, -1 - u, rc.head[-1 - u]
+                if first < 0:
                     continue                  # every member left: the class is gone
-                ux.mem[w] = u
-                w += 1
-                if markc[c] != stamp:
-                    markc[c] = stamp
-                    out[n] = h
-                    n += 1
             elif _holds(free, u, ux.rep[s], rq):
-                ux.mem[w] = u
-                w += 1
-                if mark[u] != stamp:
-                    mark[u] = stamp
-                    out[n] = u
-                    n += 1
+                seen, k, first = mark, u, u
+            else:
+                continue
+            ux.mem[w] = u
+            w += 1
+            if seen[k] != stamp:
+                seen[k] = stamp
+                out[n] = first
+                n += 1
         ux.cnt[s] = w - ux.ptr[s]
     return n
 
