@@ -26,22 +26,23 @@ import math
 import numpy as np
 
 from ._jit import njit, njit_inner
-from .effp_fill import _fill_into
+from .effp_fill import _fill_classes, _row_classes
 
 
 @njit_inner
-def _candidates(room, glob, allowed, left, cand):
-    """Into ``cand``: the types with launch room that may take a unit still left;
-    returns how many."""
+def _candidates(room, glob, allowed, cptr, crow, cstart, C, cand):
+    """Into ``cand``: the types with launch room that may take a unit still left
+    (some class, ``effp_fill._row_classes``, has a row with units from
+    ``cstart``); returns how many."""
     nc = 0
     if glob == 0:
         return nc
-    S, T = allowed.shape
+    T = allowed.shape[1]
     for t in range(T):
         if room[t] <= 0:
             continue
-        for i in range(S):
-            if allowed[i, t] and left[i] > 0:
+        for c in range(C):
+            if cstart[c] < cptr[c + 1] and allowed[crow[cptr[c]], t]:
                 cand[nc] = t
                 nc += 1
                 break
@@ -50,20 +51,26 @@ def _candidates(room, glob, allowed, left, cand):
 
 @njit_inner
 def _fits(cand, nc, type_free, allowed, left, qty, running, type_gpu, inv_ref, price,
-          ceq, per_price, D):
+          ceq, per_price, D, live, nlive):
     """Each candidate's capacity-equivalent (``ceq``) and its value per price
-    (``per_price``); returns the best value per price (``top``)."""
-    S, R = qty.shape
+    (``per_price``); returns the best value per price (``top``). Only the rows
+    with units left (``live[:nlive]``, ascending) are summed: a row without adds
+    +0.0, which changes no sum."""
+    R = qty.shape[1]
     top = 0.0
     for j in range(nc):
         t = cand[j]
         g = 1 if type_gpu[t] else 0
         for r in range(R):
-            acc = 0.0
-            for i in range(S):
-                if allowed[i, t]:
-                    acc += float(left[i]) * qty[i, r]
-            D[r] = acc + running[g, r]
+            D[r] = 0.0
+        for a in range(nlive):
+            i = live[a]
+            if allowed[i, t]:
+                x = float(left[i])
+                for r in range(R):
+                    D[r] += x * qty[i, r]
+        for r in range(R):
+            D[r] = D[r] + running[g, r]
         alpha = math.inf
         any_col = False
         dot = 0.0
@@ -84,39 +91,56 @@ def _fits(cand, nc, type_free, allowed, left, qty, running, type_gpu, inv_ref, p
 
 @njit_inner
 def _best_type(cand, nc, ceq, per_price, top, type_free, qty, allowed, left, groups, size,
-               fill_credit, avail, k, best_k, rem, inv, w, taken):
+               fill_credit, classes, k, best_k, best_rows, scratch):
     """The candidate with the best (score, filled size, lower index), its trial
-    node's units in ``best_k``; -1 when no trial fills anything."""
-    S = qty.shape[0]
-    best = -1
+    node's units in ``best_k`` on the rows ``best_rows`` (returned: the type, -1
+    when no trial fills anything, and how many rows), zero on every other row.
+    Each trial is ``effp_fill._fill_classes``; its filled size sums the rows'
+    sizes in row order, as a sum over every row would."""
+    C, cptr, crow, cstart = classes
+    rem, inv, w, taken, act, ptr, took, shut = scratch
+    best, nb = -1, 0
     best_score, best_filled = 0.0, 0.0
     for j in range(nc):
         t = cand[j]
-        for i in range(S):
-            avail[i] = left[i] if allowed[i, t] else 0
-        _fill_into(type_free[t], qty, avail, groups, k, rem, inv, w, taken)
+        n = _fill_classes(type_free[t], t, qty, left, groups, allowed, C, cptr, crow, cstart,
+                          k, rem, inv, w, taken, act, ptr, took, shut)
+        for a in range(1, n):           # the rows in order (few: one node's)
+            x = took[a]
+            b = a - 1
+            while b >= 0 and took[b] > x:
+                took[b + 1] = took[b]
+                b -= 1
+            took[b + 1] = x
         filled = 0.0
-        for i in range(S):
-            filled += float(k[i]) * size[i]
-        if filled <= 0:
-            continue
-        fit = per_price[j] / top if top > 0 else per_price[j]
-        fill = min(1.0, filled / ceq[j]) if ceq[j] > 0 else 1.0
-        score = fit * (fill_credit + (1.0 - fill_credit) * fill)
-        # types come in increasing order: on a full tie the earlier (lower) one stays
-        if best < 0 or score > best_score or (score == best_score and filled > best_filled):
-            best, best_score, best_filled = t, score, filled
-            for i in range(S):
-                best_k[i] = k[i]
-    return best
+        for a in range(n):
+            filled += float(k[took[a]]) * size[took[a]]
+        if filled > 0:
+            fit = per_price[j] / top if top > 0 else per_price[j]
+            fill = min(1.0, filled / ceq[j]) if ceq[j] > 0 else 1.0
+            score = fit * (fill_credit + (1.0 - fill_credit) * fill)
+            # types come in increasing order: on a full tie the earlier (lower) one stays
+            if best < 0 or score > best_score or (score == best_score and filled > best_filled):
+                best, best_score, best_filled = t, score, filled
+                for a in range(nb):
+                    best_k[best_rows[a]] = 0
+                for a in range(n):
+                    best_rows[a] = took[a]
+                    best_k[took[a]] = k[took[a]]
+                nb = n
+        for a in range(n):
+            k[took[a]] = 0
+    return best, nb
 
 
 @njit_inner
-def _repeats(best_k, left, room_t, glob):
-    """How many nodes take the trial's units: as many as every row's units left
-    allow (at least one), within the type's and the cluster's launch room."""
+def _repeats(best_k, best_rows, nb, left, room_t, glob):
+    """How many nodes take the trial's units (on the rows ``best_rows[:nb]``): as
+    many as every row's units left allow (at least one), within the type's and
+    the cluster's launch room."""
     m = np.int64(-1)
-    for i in range(best_k.shape[0]):
+    for a in range(nb):
+        i = best_rows[a]
         if best_k[i] > 0:
             x = left[i] // best_k[i]
             if m < 0 or x < m:
@@ -156,20 +180,34 @@ def _choose_launches(type_free, type_room, global_room, allowed, left, qty, grou
     n = 0
     cand = np.empty(T, np.int64)
     ceq, per_price, D = np.empty(T), np.empty(T), np.empty(R)
-    avail, k, best_k = np.empty(S, np.int64), np.empty(S, np.int64), np.empty(S, np.int64)
-    rem, inv, w = np.empty(R), np.empty(R), np.empty(R)
-    taken = np.zeros(ng, np.bool_)
+    k, best_k = np.zeros(S, np.int64), np.zeros(S, np.int64)
+    best_rows = np.empty(S, np.int64)
+    C, _, cptr, crow = _row_classes(qty, allowed)
+    cstart = cptr[:C].copy()
+    scratch = (np.empty(R), np.empty(R), np.empty(R), np.zeros(ng, np.bool_),
+               np.empty(C, np.int64), np.empty(C, np.int64), np.empty(S, np.int64),
+               np.empty(ng, np.int64))
+    classes = (C, cptr, crow, cstart)
+    live = np.empty(S, np.int64)
+    nlive = 0
+    for i in range(S):
+        if left[i] > 0:
+            live[nlive] = i
+            nlive += 1
     while True:
-        nc = _candidates(room, glob, allowed, left, cand)
+        for c in range(C):
+            while cstart[c] < cptr[c + 1] and left[crow[cstart[c]]] <= 0:
+                cstart[c] += 1
+        nc = _candidates(room, glob, allowed, cptr, crow, cstart, C, cand)
         if nc == 0:
             break
         top = _fits(cand, nc, type_free, allowed, left, qty, running, type_gpu, inv_ref, price,
-                    ceq, per_price, D)
-        best = _best_type(cand, nc, ceq, per_price, top, type_free, qty, allowed, left, groups,
-                          size, fill_credit, avail, k, best_k, rem, inv, w, taken)
+                    ceq, per_price, D, live, nlive)
+        best, nb = _best_type(cand, nc, ceq, per_price, top, type_free, qty, allowed, left,
+                              groups, size, fill_credit, classes, k, best_k, best_rows, scratch)
         if best < 0:
             break
-        m = _repeats(best_k, left, room[best], glob)
+        m = _repeats(best_k, best_rows, nb, left, room[best], glob)
         if n == out_t.shape[0]:
             out_t = np.concatenate((out_t, np.zeros(n, np.int64)))
             out_m = np.concatenate((out_m, np.zeros(n, np.int64)))
@@ -177,10 +215,18 @@ def _choose_launches(type_free, type_room, global_room, allowed, left, qty, grou
             grown[:n] = out_k
             out_k = grown
         out_t[n], out_m[n] = best, m
-        for i in range(S):
+        for a in range(nb):
+            i = best_rows[a]
             kk = best_k[i] if best_k[i] < left[i] else left[i]
             out_k[n, i] = kk
             left[i] -= m * kk
+            best_k[i] = 0
+        kept = 0
+        for a in range(nlive):
+            if left[live[a]] > 0:
+                live[kept] = live[a]
+                kept += 1
+        nlive = kept
         n += 1
         room[best] -= m
         if glob > 0:

@@ -117,6 +117,41 @@ def test_choose_launches_matches_twin(grid):
     assert launched > 200 and several > 40      # the cases launch, many of them several rounds
 
 
+def _case_alike(rng):
+    """Many rows drawn from a few bundles and a few allowed-type patterns (the
+    kernel's classes, ``effp_fill._row_classes``), in shuffled order, some with
+    -0.0 where another row of the bundle has 0.0, anti-affinity groups across
+    classes."""
+    args = list(_case(rng, True))
+    S, T = int(rng.integers(8, 60)), len(args[0])
+    shapes = rand_rows(rng, int(rng.integers(1, 4)), True)
+    patterns = rng.random((int(rng.integers(1, 3)), T)) < 0.8
+    qty = shapes[rng.integers(0, len(shapes), S)]
+    qty = np.where((qty == 0) & (rng.random(qty.shape) < 0.3), -0.0, qty)
+    args[3] = patterns[rng.integers(0, len(patterns), S)]
+    args[4] = rng.integers(0, 12, S).astype(np.int64)
+    args[5] = qty
+    args[6] = np.where(rng.random(S) < 0.4, rng.integers(0, 4, S), -1).astype(np.int64)
+    args[7] = qty @ args[11]
+    return tuple(args)
+
+
+def test_choose_launches_alike_rows_match_twin():
+    """Rows that fit and score alike (one class in the kernel) still split their
+    ties by row, and groups close across classes, as the twin's row-by-row fill."""
+    rng = np.random.default_rng(34)
+    launched = 0
+    for case in range(300):
+        args = _case_alike(rng)
+        want, want_left = choose_launches(*args)
+        n, types, counts, units, left = _choose_launches(*args)
+        got = [(int(types[j]), int(counts[j]), units[j].tolist()) for j in range(n)]
+        assert got == want, case
+        assert left.tolist() == want_left, case
+        launched += n
+    assert launched > 300
+
+
 def test_choose_launches_bounds():
     """Counts stay within each type's room and the cluster's; nothing is placed
     that was not left; a row no type may take stays."""
