@@ -154,13 +154,22 @@ def merge_rounds(order0, ntype0, rank, load0, item_ptr, item_nq, ok0, aptr, aids
     pair = 0
     while done < rounds:
         fa, fb, ft, fx = -1, -1, -1, -1
+        at_last = -1                # where ``last`` is in the order
+        for x in range(n):
+            if order[x] == last:
+                at_last = x
         for x in range(n):
             a = order[x]
             if adup[a]:
                 continue
-            for y in range(x + 1, n):
+            y0, y1 = x + 1, n
+            if checked[a]:          # of its pairs only (a, last) may pass now
+                if at_last <= x:
+                    continue
+                y0, y1 = at_last, at_last + 1
+            for y in range(y0, y1):
                 b = order[y]
-                if adup[b] or (checked[a] and b != last):
+                if adup[b]:
                     continue
                 pair += 1
                 t = _pair_type(a, b, ntype, load, head, nxt, item_nq, ok, ahead, anxt, aids,
