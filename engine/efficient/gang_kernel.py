@@ -38,7 +38,7 @@ class KernelPrep:
         self.gptr[1:] = np.cumsum([len(b[0]) for b in batches])
         gpu = qty[:, g] > 0 if g >= 0 else np.zeros(len(rows), bool)
         spare = self.keep & ~gpu
-        anti = p.req.anti[rows].astype(np.int64).reshape(-1, 2)
+        anti = st.anti_arr[rows].reshape(-1, 2)       # the State's label columns
         ok = np.asarray([_type_ok(st, int(r), q) for r, q in zip(rows.tolist(), qty)],
                         bool).reshape(len(rows), p.T)
         walk_id, walks = np.empty(len(rows), np.int64), {}

@@ -376,7 +376,8 @@ def _cpsat(st: State, costs: Costs, opts: EfficientOptions, batches, place, best
     p = st.p
     M = st.M
     alive = np.flatnonzero(st.alive[:M])
-    inst = build_slot_instance(p, np.arange(p.G), (st.free[:M], st.label[:M], st.type[:M], alive),
+    inst = build_slot_instance(p, np.arange(p.G),
+                               (st.free[:M], st.labels_of(M), st.type[:M], alive),
                                st.type_room, st.global_room, costs.price)
     offset = np.zeros(p.G + 1, np.int64)
     offset[1:] = np.cumsum([len(b[0]) for b in batches])

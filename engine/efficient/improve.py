@@ -101,7 +101,7 @@ class Packing:
         self.label = np.empty((S, st.label.shape[1]), st.label.dtype)
         np.take(st.label, alive, axis=0, out=self.label[:E])
         for t in np.unique(new_ix).tolist():
-            self.label[E:][new_ix == t] = p.type_label[t]
+            self.label[E:][new_ix == t] = st.type_label[t]
         self.type = np.concatenate([st.type[alive].astype(np.int64),
                                     np.asarray(new_t, np.int64)])
         self.live = np.ones(S, bool)
@@ -131,7 +131,7 @@ class Packing:
         gptr = self._gptr
         j = np.fromiter((gptr[x[0]] + x[1] for x in place), np.int64, P)
         qty = np.ascontiguousarray(self.item_qty[j], np.float64).reshape(P, R)
-        anti = self.p.req.anti[self.item_row[j]].reshape(P, 2)
+        anti = self.st.anti_arr[self.item_row[j]].reshape(P, 2)
         add_items(self.free, self.label, slots, qty,
                   np.fromiter((x[3] for x in place), np.int64, P),
                   np.ascontiguousarray(anti[:, 0], np.int64),
@@ -142,7 +142,7 @@ class Packing:
     def _add(self, s: int, g: int, i: int, n: int) -> None:
         q, r = self.qty_row(g, i)
         self.free[s] = np.maximum(self.free[s] - n * q, 0.0)
-        key, val = (int(x) for x in self.p.req.anti[r])
+        key, val = (int(x) for x in self.st.anti_arr[r])
         if key >= 0:
             self.label[s, key] = val
         self.content.setdefault(s, []).append([g, i, n])
@@ -160,7 +160,7 @@ class Packing:
         p = self.p
         self.type[s] = t
         self.free[s] = p.type_free[t]
-        self.label[s] = p.type_label[t]
+        self.label[s] = self.st.type_label[t]
         self.content[s] = []
         for g, i, n in items:
             self._add(s, g, i, n)
@@ -262,7 +262,7 @@ def _unit_arrays(pk: Packing, units: list, masks: _Masks):
     j = np.fromiter((gptr[g] + i for g, i in units), np.int64, len(units))
     uq = np.ascontiguousarray(pk.item_qty[j], float).reshape(len(units), p.R)
     rows = pk.item_row[j]
-    anti = p.req.anti[rows].reshape(len(units), 2)
+    anti = pk.st.anti_arr[rows].reshape(len(units), 2)
     mask_of = np.asarray([masks.index(r) for r in rows.tolist()], np.int64)
     return uq, anti[:, 0].astype(np.int64), anti[:, 1].astype(np.int32), mask_of
 

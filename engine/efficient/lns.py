@@ -53,7 +53,7 @@ def improve_lns(st: State, costs: Costs, batches, place: list, *, nodes: int = 3
             gangs = np.asarray(sorted(hood), np.int64)
             M = st.M
             alive = np.flatnonzero(st.alive[:M])
-            inst = build_slot_instance(st.p, gangs, (st.free[:M], st.label[:M], st.type[:M],
+            inst = build_slot_instance(st.p, gangs, (st.free[:M], st.labels_of(M), st.type[:M],
                                                      alive), st.type_room, st.global_room,
                                        costs.price)
             offset = {}
@@ -150,7 +150,7 @@ def commit_keys(st: State, batches, place: list) -> dict:
     slots = np.fromiter((slot_of[x[2]] if isinstance(x[2], tuple) else x[2] for x in place),
                         np.int64, P)
     qty = np.asarray([batches[g][1][i] for g, i, _, _, _ in place], np.float64).reshape(P, p.R)
-    anti = p.req.anti[np.fromiter((batches[g][0][i] for g, i, _, _, _ in place), np.int64, P)]
+    anti = st.anti_arr[np.fromiter((batches[g][0][i] for g, i, _, _, _ in place), np.int64, P)]
     st.keep_rows(np.unique(slots), 0)
     add_items(st.free, st.label, slots, qty, np.fromiter((x[3] for x in place), np.int64, P),
               np.ascontiguousarray(anti[:, 0], np.int64), np.ascontiguousarray(anti[:, 1], np.int64))

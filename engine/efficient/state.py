@@ -53,9 +53,22 @@ class State:
         self.cfree[:N] = np.where(tot_present, p.node_total, 0.0)
         self.cfree[:N][:, p.implicit] = np.where(tot_present[:, p.implicit],
                                                  self.cfree[:N][:, p.implicit], 1.0)
-        self.label = np.zeros((cap, L), np.int32)
-        self.label[:N, : p.node_label.shape[1]] = p.node_label
-        self.label[:N, p.node_label.shape[1]:] = -1     # keys no node carries
+        # Label columns: the Problem's first W (the keys a node, a type or a
+        # selector carries), then only the keys some request row's anti-affinity
+        # sets (a STRICT_PACK group's own key is never read here: its bundles are
+        # one item). ``label_cols[j]``: the Problem's key of column j.
+        W = p.node_label.shape[1]
+        anti = np.asarray(p.req.anti, np.int64).reshape(-1, 2)
+        self.label_cols = np.concatenate([np.arange(W, dtype=np.int64),
+                                          np.unique(anti[anti[:, 0] >= W, 0])])
+        col_of = np.full(L + 1, -1, np.int64)
+        col_of[self.label_cols] = np.arange(len(self.label_cols))
+        self.label = np.zeros((cap, len(self.label_cols)), np.int32)
+        self.label[:N, :W] = p.node_label
+        self.label[:N, W:] = -1     # keys no node carries
+        self.anti_arr = np.where(anti[:, :1] >= 0, np.stack([col_of[anti[:, 0]], anti[:, 1]], 1),
+                                 anti) if len(anti) else anti
+        self.anti = self.anti_arr.tolist()  # per request row [label column, value id], -1: none
         self.type = np.zeros(cap, np.int32)
         self.type[:N] = p.node_type
         g = p.gpu_col
@@ -73,9 +86,8 @@ class State:
         self._floor = 0             # slots below it are journaled: the largest M snapshotted
         self._walks: dict = {}
         self._scratch = None        # scratch(): _fill_row's buffers
-        self.type_label = p.type_label      # a new node's labels (narrow_labels: its columns)
+        self.type_label = np.ascontiguousarray(np.asarray(p.type_label)[:, self.label_cols])
         self.type_ok: dict = {}     # (request row, bundle bytes) -> (T,) bool (place._type_ok)
-        self.anti = p.req.anti.tolist()     # per request row [label key, value id], -1: none
         self.new_types: list[int] = []
         self.terms: list[tuple[int, int, int]] = []     # (node, cause, value), reply order
         self.terminable = terminable(p)     # never the head, nor REQUESTED / RAY_STOP_REQUESTED
@@ -146,13 +158,12 @@ class State:
         """Keep only the label columns that placing request ``rows`` can read: the
         keys a node, a type or a selector carries (the Problem's first columns) and
         the anti-affinity keys of those rows; the other keys (each placement group's
-        own, once the groups are placed) leave the matrix, and the rows' keys are
+        own, once the groups are placed) leave the matrix, and the rows' columns are
         renumbered in ``anti``. A row whose key left gets one past the matrix, so
         placing it again fails loudly. The journal is emptied (its rows have the old
         width): a snapshot taken before cannot be restored after."""
-        p = self.p
-        W, L = p.node_label.shape[1], self.label.shape[1]
-        keys = p.req.anti[np.asarray(rows, np.int64), 0].astype(np.int64)
+        W, L = self.p.node_label.shape[1], self.label.shape[1]
+        keys = self.anti_arr[np.asarray(rows, np.int64), 0]
         keep = np.concatenate([np.arange(W, dtype=np.int64), np.unique(keys[keys >= W])])
         if len(keep) == L:
             return
@@ -161,9 +172,21 @@ class State:
         label = np.zeros((self.label.shape[0], len(keep)), self.label.dtype)
         label[:self.M] = self.label[:self.M][:, keep]
         self.label = label
-        self.type_label = np.ascontiguousarray(np.asarray(p.type_label)[:, keep])
-        self.anti = [[int(new_of[k]) if k >= 0 else k, v] for k, v in self.anti]
+        self.type_label = np.ascontiguousarray(self.type_label[:, keep])
+        self.label_cols = self.label_cols[keep]
+        k = self.anti_arr[:, 0]
+        self.anti_arr = np.stack([np.where(k >= 0, new_of[np.maximum(k, 0)], k),
+                                  self.anti_arr[:, 1]], 1) if len(k) else self.anti_arr
+        self.anti = self.anti_arr.tolist()
         self._log, self._floor = [], 0
+
+    def labels_of(self, M: int) -> np.ndarray:
+        """(M, len(p.label_keys)) i4: the first M slots' labels in the Problem's
+        columns (-1 where the State keeps no column: keys it never reads), as
+        ``vecsched.engine.solver.instance`` takes them."""
+        out = np.full((M, len(self.p.label_keys)), -1, np.int32)
+        out[:, self.label_cols] = self.label[:M]
+        return out
 
     # ---- scratch ---------------------------------------------------------------------
     def snapshot(self):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from vecsched.engine.efficient.place import _anti_groups, _order, _put, allowed_types
-from vecsched.engine.model.fits import anti_mask, fit_count, selector_mask
+from vecsched.engine.model.fits import fit_count, selector_mask
 
 R = 5
 
@@ -108,8 +108,11 @@ class ReadablePlace:
             if left[i] == 0:
                 continue
             M, q, r = st.M, qty[i], int(rows[i])
-            ok = st.alive[:M] & selector_mask(p, r, st.label[:M]) & anti_mask(p, r, st.label[:M])
-            anti = p.req.anti[r, 0] >= 0
+            key, val = st.anti[r]          # the State's label column of the row's key
+            ok = st.alive[:M] & selector_mask(p, r, st.label[:M])
+            if 0 <= key < st.label.shape[1]:
+                ok &= st.label[:M, key] != val
+            anti = key >= 0
             spare = bool(keep_gpu and g >= 0 and not q[g] > 0)
             for m, n in fill_row(view[:M].copy(), ok, st.ready[:M], st.gpu[:M], spare, q,
                                  int(left[i]), anti, tight, costs.inv_ref):
@@ -117,7 +120,6 @@ class ReadablePlace:
                 view[m] = np.maximum(view[m] - n * q, 0.0)
                 st.received[m] = True
                 if anti:
-                    key, val = (int(x) for x in p.req.anti[r])
                     st.label[m, key] = val
                 out.append((m, i, n))
                 left[i] -= n
