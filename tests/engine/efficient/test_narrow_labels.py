@@ -40,7 +40,29 @@ def _mixed(seed: int):
     return build_problem(types, nodes, reqs, gangs=gangs, idle_timeout_s=60.0)
 
 
+def _packed_then_spread(seed: int):
+    """STRICT_PACK groups first (their own affinity keys come first among the
+    Problem's columns, and the State keeps none), then STRICT_SPREAD groups of two
+    bundle sizes (two items sharing one anti-affinity key: a node holding one
+    must refuse the other), on running nodes with room."""
+    rng = np.random.default_rng(seed)
+    types = [NodeTypeSpec("cpu", {"CPU": 8.0, "memory": 32.0}, max_workers=30),
+             NodeTypeSpec("big", {"CPU": 32.0, "memory": 128.0}, max_workers=8)]
+    nodes = [NodeSpec("cpu", Status.RAY_RUNNING, total={"CPU": 8.0, "memory": 32.0},
+                      available={"CPU": float(rng.integers(4, 9)), "memory": 32.0},
+                      ray_node_id=f"n{i}", idle_ms=0) for i in range(int(rng.integers(3, 7)))]
+    packs = [GangSpec([RequestSpec({"CPU": 1.0}, affinity=(f"_PG_a{g:03x}", ""))] * 2,
+                      name=f"a{g:03x}:STRICT_PACK:PENDING") for g in range(int(rng.integers(3, 7)))]
+    spreads = [GangSpec([RequestSpec({"CPU": 1.0}, anti_affinity=(f"_PG_b{g:03x}", "")),
+                         RequestSpec({"CPU": 2.0}, anti_affinity=(f"_PG_b{g:03x}", ""))]
+                        * int(rng.integers(1, 3)), name=f"b{g:03x}:STRICT_SPREAD:PENDING")
+               for g in range(int(rng.integers(3, 7)))]
+    reqs = [RequestSpec({"CPU": 1.0}, int(rng.integers(1, 6)))]
+    return build_problem(types, nodes, reqs, gangs=packs + spreads, idle_timeout_s=60.0)
+
+
 CASES = [(f"mixed/s{s}", _mixed(s)) for s in range(8)] + [
+    (f"packed-spread/s{s}", _packed_then_spread(s)) for s in range(6)] + [
     (f"v2/{n}/{g}/s{s}", common.engine_problem(common.cluster_v2(nodes=n, units=k, gangs=g,
                                                                  seed=s)))
     for n, k, g, s in ((300, 2000, 40, 0), (1000, 8000, 200, 1))]
@@ -96,3 +118,50 @@ def test_a_row_whose_key_left_fails_loudly():
     assert st.anti[gang_row][0] >= st.label.shape[1]          # one past the matrix
     with pytest.raises(IndexError):
         st.label[np.asarray([0]), st.anti[gang_row][0]] = 0
+
+
+def _widen(st: State) -> None:
+    """The State as it was before it dropped columns: one per label key of the
+    Problem, in the Problem's order."""
+    p = st.p
+    W, L = p.node_label.shape[1], len(p.label_keys)
+    label = np.zeros((st.label.shape[0], L), np.int32)
+    label[:st.N, :W] = p.node_label
+    label[:st.N, W:] = -1
+    st.label, st.label_cols = label, np.arange(L, dtype=np.int64)
+    st.type_label = np.ascontiguousarray(p.type_label)
+    st.anti_arr = np.asarray(p.req.anti, np.int64).reshape(-1, 2)
+    st.anti = st.anti_arr.tolist()
+
+
+@pytest.mark.parametrize("opts", [EfficientOptions(), EfficientOptions(gang_cpsat_bundles=0)],
+                         ids=["default", "heuristic"])
+def test_plans_equal_a_state_with_every_key_from_the_start(opts, monkeypatch):
+    """The State keeps no column for a key no row's anti-affinity sets (a STRICT_PACK
+    group's own affinity key: its bundles are one item); the plans are those of a
+    State with a column per key of the Problem."""
+    real = State.__init__
+    dropped = 0
+    for name, p in CASES:
+        st = State(p)
+        W = p.node_label.shape[1]
+        anti = {int(k) for k in p.req.anti[:, 0] if k >= W}
+        assert set(st.label_cols[W:].tolist()) == anti, name
+        for r, (k, v) in enumerate(p.req.anti.tolist()):
+            assert st.anti[r] == ([int(np.flatnonzero(st.label_cols == k)[0]), v] if k >= 0
+                                  else [k, v]), (name, r)
+        assert (st.labels_of(st.N) == np.where(np.arange(len(p.label_keys)) < W,
+                                                np.pad(p.node_label, ((0, 0), (0, len(p.label_keys) - W))),
+                                                -1)).all(), name
+        dropped += len(p.label_keys) - st.label.shape[1]
+        monkeypatch.setattr(State, "__init__", real)
+        narrow = digest(schedule(p, mode="efficient", options=opts))
+
+        def wide_init(st, p, real=real):
+            real(st, p)
+            _widen(st)
+        monkeypatch.setattr(State, "__init__", wide_init)
+        wide = digest(schedule(p, mode="efficient", options=opts))
+        monkeypatch.setattr(State, "__init__", real)
+        assert narrow == wide, name
+    assert dropped > 50, dropped            # the cluster_v2 ticks' STRICT_PACK keys
