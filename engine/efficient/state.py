@@ -61,14 +61,13 @@ class State:
         anti = np.asarray(p.req.anti, np.int64).reshape(-1, 2)
         self.label_cols = np.concatenate([np.arange(W, dtype=np.int64),
                                           np.unique(anti[anti[:, 0] >= W, 0])])
-        col_of = np.full(L + 1, -1, np.int64)
+        col_of = np.full(L + 1, -1, np.int64)     # one spare: indexable with no keys
         col_of[self.label_cols] = np.arange(len(self.label_cols))
         self.label = np.zeros((cap, len(self.label_cols)), np.int32)
         self.label[:N, :W] = p.node_label
         self.label[:N, W:] = -1     # keys no node carries
-        self.anti_arr = np.where(anti[:, :1] >= 0, np.stack([col_of[anti[:, 0]], anti[:, 1]], 1),
-                                 anti) if len(anti) else anti
-        self.anti = self.anti_arr.tolist()  # per request row [label column, value id], -1: none
+        self.anti_arr = _in_columns(anti, col_of)  # per request row [label column, value id]
+        self.anti = self.anti_arr.tolist()          # (-1: none), as lists for row lookups
         self.type = np.zeros(cap, np.int32)
         self.type[:N] = p.node_type
         g = p.gpu_col
@@ -174,9 +173,7 @@ class State:
         self.label = label
         self.type_label = np.ascontiguousarray(self.type_label[:, keep])
         self.label_cols = self.label_cols[keep]
-        k = self.anti_arr[:, 0]
-        self.anti_arr = np.stack([np.where(k >= 0, new_of[np.maximum(k, 0)], k),
-                                  self.anti_arr[:, 1]], 1) if len(k) else self.anti_arr
+        self.anti_arr = _in_columns(self.anti_arr, new_of)
         self.anti = self.anti_arr.tolist()
         self._log, self._floor = [], 0
 
@@ -276,3 +273,10 @@ class State:
         node when GPU nodes are spared)."""
         b = 6 - self.ready[slots].astype(np.int64)
         return b + 8 * self.gpu[slots] if spare_gpu else b
+
+
+def _in_columns(anti: np.ndarray, col_of: np.ndarray) -> np.ndarray:
+    """(Q, 2) anti-affinities [key, value] with each key >= 0 replaced by
+    ``col_of[key]``; -1 (none) stays."""
+    key = anti[:, 0]
+    return np.stack([np.where(key >= 0, col_of[np.maximum(key, 0)], key), anti[:, 1]], 1)

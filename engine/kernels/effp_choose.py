@@ -182,18 +182,14 @@ def _choose_launches(type_free, type_room, global_room, allowed, left, qty, grou
     ceq, per_price, D = np.empty(T), np.empty(T), np.empty(R)
     k, best_k = np.zeros(S, np.int64), np.zeros(S, np.int64)
     best_rows = np.empty(S, np.int64)
-    C, _, cptr, crow = _row_classes(qty, allowed)
+    C, cptr, crow = _row_classes(qty, allowed)
     cstart = cptr[:C].copy()
     scratch = (np.empty(R), np.empty(R), np.empty(R), np.zeros(ng, np.bool_),
                np.empty(C, np.int64), np.empty(C, np.int64), np.empty(S, np.int64),
                np.empty(ng, np.int64))
     classes = (C, cptr, crow, cstart)
-    live = np.empty(S, np.int64)
-    nlive = 0
-    for i in range(S):
-        if left[i] > 0:
-            live[nlive] = i
-            nlive += 1
+    live = np.flatnonzero(left > 0)         # the rows with units left, ascending
+    nlive = live.shape[0]
     while True:
         for c in range(C):
             while cstart[c] < cptr[c + 1] and left[crow[cstart[c]]] <= 0:

@@ -116,9 +116,8 @@ def _row_classes(qty, allowed):
     """Rows with equal bundles (compared with ==, so -0.0 and 0.0 alike) and the
     same allowed types form a class: in every trial they fit and score alike, so
     only the first of a class that can still give a unit competes (the others
-    have higher indices, and a trial's ties go to the lowest). Returns (C,
-    each row's class (S,), each class's rows ascending as (C + 1,) offsets and
-    (S,) rows)."""
+    have higher indices, and a trial's ties go to the lowest). Returns (C, each
+    class's rows ascending as (C + 1,) offsets and (S,) rows)."""
     S, R = qty.shape
     T = allowed.shape[1]
     size = 16
@@ -166,7 +165,7 @@ def _row_classes(qty, allowed):
     for i in range(S):
         crow[fill[cls[i]]] = i
         fill[cls[i]] += 1
-    return C, cls, cptr, crow
+    return C, cptr, crow
 
 
 @njit_inner
