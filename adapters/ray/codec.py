@@ -208,7 +208,11 @@ def _node_columns_of(insts: list, ims: list, use_wire: bool = True,
     mapped = np.flatnonzero(np.fromiter(map(eq, status, repeat(_RUNNING)), bool, n)
                             & np.fromiter(map(is_not, rns, repeat(None)), bool, n))
     on, im_on = pick(rns, mapped), pick(ims, mapped)
-    got = wire.read(on) if use_wire and on else None
+    scan = wire.start(on) if use_wire and on else None
+    # read while the nodes' bytes are scanned (on another core: the scan holds no GIL)
+    types, kinds = list(map(_TYPE, ims)), list(map(_KIND, ims))
+    node_ids, hashes = list(map(_NODE_ID, im_on)), list(map(_HASH, im_on))
+    got = scan.result() if scan is not None else None
     if got is not None:
         total, avail, labels, idle, dynamic = got
         if dynamic.any():
@@ -217,11 +221,9 @@ def _node_columns_of(insts: list, ims: list, use_wire: bool = True,
         dynamic = list(map(len, map(_DYNAMIC, on)))
         total, avail = FlatMaps.of_pair(list(map(_TOTAL, on)), list(map(_AVAIL, on)))
         labels, idle = _labels(on, dynamic), list(map(_IDLE, on))
-    return NodeColumns(
-        type=list(map(_TYPE, ims)), status=status, kind=list(map(_KIND, ims)),
-        mapped=mapped, total=total, available=avail, labels=labels,
-        idle_ms=idle, ray_node_id=list(map(_NODE_ID, im_on)),
-        launch_hash=list(map(_HASH, im_on)))
+    return NodeColumns(type=types, status=status, kind=kinds, mapped=mapped, total=total,
+                       available=avail, labels=labels, idle_ms=idle, ray_node_id=node_ids,
+                       launch_hash=hashes)
 
 
 def _labels(on: list, dynamic: list) -> FlatMaps:

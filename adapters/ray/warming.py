@@ -39,8 +39,7 @@ def entry_kernels(efficient: bool = False) -> tuple:
 
     from . import wire
 
-    return engine_kernels(efficient) + (wire._count, wire._place, wire._first_seen,
-                                        wire._gather)
+    return engine_kernels(efficient) + (wire._scan,)
 
 
 class Warmup:

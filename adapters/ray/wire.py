@@ -7,6 +7,10 @@ and once to place the entries of the total, available and label maps; the
 placing scan also interns equal byte strings (keys and label values) while
 the node's bytes are in cache, so Python decodes each distinct name once.
 
+The scan is one kernel call that holds no GIL, run on a thread of its own
+(``start`` / ``Scan.result``): the codec reads the instances' other fields in
+the meantime, on the other core.
+
 Exactness: the engine must see each map in Python's iteration order (Ray's
 float sums follow it). upb, the runtime Ray 2.60 installs, writes a map's
 entries in the reverse of that order, so the entries are placed back to front.
@@ -16,6 +20,7 @@ the bytes is not what the schema says; the codec then reads the maps one by one.
 """
 from __future__ import annotations
 
+import threading
 from operator import attrgetter, methodcaller
 from typing import Optional
 
@@ -54,6 +59,9 @@ _SCHEMA_OK = (
 # Python entry point (only the scans call them; their code is in the scans'
 # cache: each entry point would compile as long as a small kernel).
 _INNER = dict(_nrt=False, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+# The passes ``_scan`` calls: they make arrays (numba's reference counting on) and
+# have no Python entry point either (their code is in ``_scan``'s cache).
+_PASS = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 
 @njit(**_INNER)
@@ -94,7 +102,7 @@ def _which(nums, f):
     return -1
 
 
-@njit(cache=True)
+@njit(**_PASS)
 def _count(buf, starts, nums, idle_num):
     """Entries of each map of each node (K, N), each node's idle time, and
     whether every message parsed to its end."""
@@ -187,7 +195,7 @@ def _lookup(buf, o, ln, table, ent, nd):
         slot = (slot + 1) & mask
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _grown(table, ent, nd):
     """``table``, or a table twice its size when more than half full."""
     if 2 * nd <= table.size:
@@ -202,7 +210,7 @@ def _grown(table, ent, nd):
     return out
 
 
-@njit(cache=True)
+@njit(**_PASS)
 def _place(buf, starts, nums, is_str, seg):
     """Every entry at its place: map k of node n fills seg[k*N+n] up to
     seg[k*N+n+1], back to front (upb writes a map in reverse iteration order).
@@ -262,7 +270,7 @@ def _place(buf, starts, nums, is_str, seg):
     return kid, val, vid, ent[:nd]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _first_seen(ids, nd):
     """``ids`` (each < nd) renumbered in first-seen order, and the first index
     of each new id."""
@@ -280,7 +288,7 @@ def _first_seen(ids, nd):
     return out, first[:k]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _gather(buf, off, length):
     """The byte strings at ``off``/``length`` one after another with a NUL
     between them, and how many NULs the strings hold themselves."""
@@ -299,64 +307,117 @@ def _gather(buf, off, length):
     return out, nul
 
 
-for _kernel in (_count, _grown, _place, _first_seen, _gather):
-    shipped(_kernel)                    # a read-only cache built at install time
-
 _SERIALIZE = methodcaller("SerializeToString")
 
 
-def _strings(blob: bytes, buf, ids, ent) -> tuple:
-    """(ids renumbered in first-seen order, the distinct strings decoded) of
-    entries whose strings have ids into ``ent`` (``_place``)."""
-    out, first = _first_seen(ids, ent.shape[0])
-    at = ids[first]
-    return out, _decode_all(blob, buf, ent[at, 1], ent[at, 2])
+@njit(**_PASS)
+def _renumbered(buf, ids, nd, ent):
+    """(ids renumbered in first-seen order, the distinct strings' offsets and
+    lengths, the strings gathered with a NUL between them and how many NULs they
+    hold) of entries whose strings have ids into ``ent`` (``_place``)."""
+    out, first = _first_seen(ids, nd)
+    off = np.empty(first.size, np.int64)
+    length = np.empty(first.size, np.int64)
+    for k in range(first.size):
+        e = ids[first[k]]
+        off[k], length[k] = ent[e, 1], ent[e, 2]
+    gathered, nul = _gather(buf, off, length)
+    return out, off, length, gathered, nul
 
 
-def _decode_all(blob: bytes, buf, off, length) -> list:
+def _names(blob: bytes, off, length, gathered, nul) -> list:
     """The strings at these byte ranges, decoded in one call: gathered with a NUL
-    between them, decoded once and split (a node's own names, ``node:<ip>``, are
-    one per node: 50,000 one-by-one decodes were 0.1 s). One by one when a string
-    holds a NUL itself."""
-    if off.size < 2:
+    between them (``_gather``), decoded once and split (a node's own names,
+    ``node:<ip>``, are one per node: 50,000 one-by-one decodes were 0.1 s). One
+    by one when there are fewer than two or a string holds a NUL itself."""
+    if off.size < 2 or nul:
         return [blob[o:o + k].decode() for o, k in zip(off.tolist(), length.tolist())]
-    out, nul = _gather(buf, off, length)
-    if nul:
-        return [blob[o:o + k].decode() for o, k in zip(off.tolist(), length.tolist())]
-    return out.tobytes().decode().split("\x00")
+    return gathered.tobytes().decode().split("\x00")
+
+
+@njit(cache=True, nogil=True)
+def _scan(buf, starts, nums, is_str, idle_num):
+    """Both passes over the bytes and the strings' renumbering, in one call that
+    holds no GIL (a thread running it needs the GIL only to start and to end).
+    ``ok`` is False when a message does not parse to its end."""
+    cnt, idle, ok = _count(buf, starts, nums, idle_num)
+    N = starts.size - 1
+    seg = np.zeros(cnt.size + 1, np.int64)
+    if ok:
+        flat = cnt.ravel()
+        for s in range(flat.size):
+            seg[s + 1] = seg[s] + flat[s]
+    # not ok: no node is placed (the counts cannot be trusted)
+    kid, val, vid, ent = _place(buf, starts if ok else starts[:1].copy(), nums, is_str, seg)
+    # totals and availabilities share one name list (a node names mostly the
+    # same resources in both), the labels have their own
+    mid, hi, end = seg[N], seg[2 * N], seg[3 * N]
+    nd = ent.shape[0]
+    return (ok, cnt, idle, val, mid, hi, _renumbered(buf, kid[:hi], nd, ent),
+            _renumbered(buf, kid[hi:end], nd, ent), _renumbered(buf, vid[hi:end], nd, ent))
+
+
+for _kernel in (_grown, _first_seen, _gather, _scan):
+    shipped(_kernel)                    # a read-only cache built at install time
+
+
+class Scan:
+    """The scan of one tick's NodeState bytes, running on a thread of its own
+    (its kernels hold no GIL) while the caller reads the instances' other fields;
+    ``result()`` waits for it and is ``read``'s answer. An error in the scan is
+    raised by ``result()``, in the caller's thread."""
+
+    def __init__(self, nodes: list, blob: bytes, buf, starts):
+        self._nodes, self._blob = nodes, blob
+        self._out, self._error = None, None
+        self._thread = threading.Thread(target=self._run, args=(buf, starts),
+                                        name="vecsched-wire-scan", daemon=True)
+        self._thread.start()
+
+    def _run(self, buf, starts) -> None:
+        try:
+            self._out = _scan(buf, starts, _NUMS, _STR, _IDLE)
+        except BaseException as e:          # noqa: BLE001 (raised again by result())
+            self._error = e
+
+    def result(self) -> Optional[tuple]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        ok, cnt, idle, val, mid, hi, both, keys, values = self._out
+        if not ok:
+            return None
+        blob = self._blob
+        ids, names = both[0], _names(blob, *both[1:])
+        out = [FlatMaps(names, ids[:mid], val[:mid], cnt[0].copy()),
+               FlatMaps(names, ids[mid:], val[mid:hi], cnt[1].copy())]
+        vnames = _names(blob, *values[1:])
+        out.append(FlatMaps(_names(blob, *keys[1:]), keys[0], pick(vnames, values[0]),
+                            cnt[2].copy()))
+        if not all(_order_holds(self._nodes, f, name) for f, (name, _) in zip(out, _MAPS)):
+            return None
+        return (*out, idle, cnt[3])
+
+
+def start(nodes: list) -> Optional[Scan]:
+    """Serialise these NodeState messages (in C, holding the GIL) and start
+    scanning their bytes; None when the bytes cannot be vouched for (see the
+    module docstring)."""
+    if not _SCHEMA_OK:
+        return None
+    parts = list(map(_SERIALIZE, nodes))
+    blob = b"".join(parts)
+    starts = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)), out=starts[1:])
+    return Scan(nodes, blob, np.frombuffer(blob, np.uint8), starts)
 
 
 def read(nodes: list) -> Optional[tuple]:
     """(total, available, labels) FlatMaps, idle times (int64 array) and the
     count of dynamic labels per node, of these NodeState messages; None when
     the bytes cannot be vouched for (see the module docstring)."""
-    if not _SCHEMA_OK:
-        return None
-    parts = list(map(_SERIALIZE, nodes))
-    blob = b"".join(parts)
-    buf = np.frombuffer(blob, np.uint8)
-    starts = np.zeros(len(parts) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)), out=starts[1:])
-    cnt, idle, ok = _count(buf, starts, _NUMS, _IDLE)
-    if not ok:
-        return None
-    seg = np.zeros(cnt.size + 1, np.int64)
-    np.cumsum(cnt.ravel(), out=seg[1:])
-    kid, val, vid, ent = _place(buf, starts, _NUMS, _STR, seg)
-    N = len(parts)
-    # totals and availabilities share one name list (a node names mostly the
-    # same resources in both), the labels have their own
-    mid, hi = seg[N], seg[2 * N]
-    ids, names = _strings(blob, buf, kid[:hi], ent)
-    out = [FlatMaps(names, ids[:mid], val[:mid], cnt[0].copy()),
-           FlatMaps(names, ids[mid:], val[mid:hi], cnt[1].copy())]
-    lo, hi = hi, seg[3 * N]
-    ids, names = _strings(blob, buf, kid[lo:hi], ent)
-    vids, vnames = _strings(blob, buf, vid[lo:hi], ent)
-    out.append(FlatMaps(names, ids, pick(vnames, vids), cnt[2].copy()))
-    if not all(_order_holds(nodes, f, name) for f, (name, _) in zip(out, _MAPS)):
-        return None
-    return (*out, idle, cnt[3])
+    scan = start(nodes)
+    return scan.result() if scan is not None else None
 
 
 def _order_holds(nodes: list, flat: FlatMaps, field: str) -> bool:

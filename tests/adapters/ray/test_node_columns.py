@@ -230,16 +230,53 @@ def test_wire_read_refuses_an_order_it_cannot_vouch_for(monkeypatch):
     for k in ("CPU", "GPU", "memory", "node:1", "zz"):
         m.total_resources[k] = 2.0
     assert wire.read([m]) is not None
-    place = wire._place
-    monkeypatch.setattr(wire, "_place", lambda *a: _forward(place, *a))
+    scan = wire._scan
+    monkeypatch.setattr(wire, "_scan", lambda *a: _forward(scan(*a)))
     assert wire.read([m]) is None        # entries front to back: not Python's order
 
 
-def _forward(place, buf, starts, nums, is_str, seg):
-    """``_place`` with every map's entries put front to back."""
-    kid, val, vid, ent = place(buf, starts, nums, is_str, seg)
-    for s in range(seg.size - 1):
-        lo, hi = seg[s], seg[s + 1]
-        for a in (kid, val, vid):
-            a[lo:hi] = a[lo:hi][::-1].copy()
-    return kid, val, vid, ent
+def _forward(out):
+    """``_scan``'s answer with every map's entries put front to back."""
+    ok, cnt, idle, val, mid, hi, both, keys, values = out
+    seg = np.concatenate([[0], np.cumsum(cnt.ravel())])
+
+    def flip(a, base: int, segs: range):
+        a = a.copy()
+        for s in segs:
+            lo, up = seg[s] - base, seg[s + 1] - base
+            a[lo:up] = a[lo:up][::-1].copy()
+        return a
+
+    N = cnt.shape[1]
+    maps01, map2 = range(0, 2 * N), range(2 * N, 3 * N)
+    return (ok, cnt, idle, flip(val, 0, maps01), mid, hi, (flip(both[0], 0, maps01), *both[1:]),
+            (flip(keys[0], hi, map2), *keys[1:]), (flip(values[0], hi, map2), *values[1:]))
+
+
+def test_wire_read_refuses_bytes_that_do_not_parse(monkeypatch):
+    """A message cut short: the scan places nothing and the codec reads the maps
+    one by one (``read`` answers None)."""
+    from ray.core.generated.autoscaler_pb2 import NodeState
+
+    from vecsched.adapters.ray import wire
+
+    ms = [NodeState(idle_duration_ms=7) for _ in range(3)]
+    for j, m in enumerate(ms):
+        m.total_resources["CPU"] = float(j + 1)
+        m.labels["zone"] = "a"
+    assert wire.read(ms) is not None
+    monkeypatch.setattr(wire, "_SERIALIZE", lambda m: m.SerializeToString()[:-1])
+    assert wire.read(ms) is None
+
+
+def test_an_error_in_the_scan_thread_is_raised_to_the_caller(monkeypatch):
+    from ray.core.generated.autoscaler_pb2 import NodeState
+
+    from vecsched.adapters.ray import wire
+
+    def broken(*a):
+        raise MemoryError("scan")
+
+    monkeypatch.setattr(wire, "_scan", broken)
+    with pytest.raises(MemoryError, match="scan"):
+        wire.read([NodeState(idle_duration_ms=7)])
