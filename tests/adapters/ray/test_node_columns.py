@@ -280,3 +280,21 @@ def test_an_error_in_the_scan_thread_is_raised_to_the_caller(monkeypatch):
     monkeypatch.setattr(wire, "_scan", broken)
     with pytest.raises(MemoryError, match="scan"):
         wire.read([NodeState(idle_duration_ms=7)])
+
+
+def test_scans_started_together_answer_as_one_by_one():
+    """Several scans in flight at once (two schedulers in one process): each answers
+    for its own messages, as when they run one after another."""
+    from vecsched.adapters.ray import wire
+
+    ons = [[i.ray_node for i in make_request(seed, max_nodes=60).current_instances
+            if i.ray_node is not None] for seed in range(8)]
+
+    def flat(got):
+        total, avail, labels, idle, dynamic = got
+        return ([(f.keys, list(f.vals), f.lens.tolist()) for f in (total, avail, labels)],
+                idle.tolist(), dynamic.tolist())
+
+    alone = [flat(wire.read(on)) for on in ons]
+    scans = [wire.start(on) for on in ons]          # all started before any is read
+    assert [flat(s.result()) for s in reversed(scans)] == alone[::-1]
