@@ -60,7 +60,8 @@ _SCHEMA_OK = (
 # cache: each entry point would compile as long as a small kernel).
 _INNER = dict(_nrt=False, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 # The passes ``_scan`` calls: they make arrays (numba's reference counting on) and
-# have no Python entry point either (their code is in ``_scan``'s cache).
+# have no Python entry point either (their code is in ``_scan``'s cache; the tests
+# call them through kernels of their own).
 _PASS = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 
@@ -195,7 +196,7 @@ def _lookup(buf, o, ln, table, ent, nd):
         slot = (slot + 1) & mask
 
 
-@njit(cache=True, nogil=True)
+@njit(**_PASS)
 def _grown(table, ent, nd):
     """``table``, or a table twice its size when more than half full."""
     if 2 * nd <= table.size:
@@ -270,7 +271,7 @@ def _place(buf, starts, nums, is_str, seg):
     return kid, val, vid, ent[:nd]
 
 
-@njit(cache=True, nogil=True)
+@njit(**_PASS)
 def _first_seen(ids, nd):
     """``ids`` (each < nd) renumbered in first-seen order, and the first index
     of each new id."""
@@ -288,7 +289,7 @@ def _first_seen(ids, nd):
     return out, first[:k]
 
 
-@njit(cache=True, nogil=True)
+@njit(**_PASS)
 def _gather(buf, off, length):
     """The byte strings at ``off``/``length`` one after another with a NUL
     between them, and how many NULs the strings hold themselves."""
@@ -357,8 +358,7 @@ def _scan(buf, starts, nums, is_str, idle_num):
             _renumbered(buf, kid[hi:end], nd, ent), _renumbered(buf, vid[hi:end], nd, ent))
 
 
-for _kernel in (_grown, _first_seen, _gather, _scan):
-    shipped(_kernel)                    # a read-only cache built at install time
+shipped(_scan)                          # a read-only cache built at install time
 
 
 class Scan:

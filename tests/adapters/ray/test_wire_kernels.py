@@ -51,6 +51,16 @@ def _intern_all(buf, off, length):
     return ids, ent[:nd]
 
 
+@njit
+def _first_seen(ids, nd):
+    return wire._first_seen(ids, nd)          # a helper only kernels call
+
+
+@njit
+def _gather(buf, off, length):
+    return wire._gather(buf, off, length)
+
+
 def intern(blob: bytes, off: list, length: list) -> tuple:
     buf = np.frombuffer(blob, np.uint8)
     ids, ent = _intern_all(buf, np.asarray(off, np.int64), np.asarray(length, np.int64))
@@ -81,7 +91,7 @@ def test_first_seen_equals_its_twin(seed):
     rng = np.random.default_rng(seed)
     nd = int(rng.integers(1, 30))
     ids = rng.integers(0, nd, int(rng.integers(0, 200))).astype(np.int64)
-    got, first = wire._first_seen(ids, nd)
+    got, first = _first_seen(ids, nd)
     order = list(dict.fromkeys(ids.tolist()))
     assert got.tolist() == [order.index(d) for d in ids.tolist()]
     assert first.tolist() == [ids.tolist().index(d) for d in order]
@@ -98,13 +108,13 @@ def test_names_equal_decoding_one_by_one(seed):
     blob = b"".join(enc)
     length = np.asarray([len(b) for b in enc], np.int64)
     off = np.cumsum(length) - length
-    got = wire._names(blob, off, length, *wire._gather(np.frombuffer(blob, np.uint8), off,
+    got = wire._names(blob, off, length, *_gather(np.frombuffer(blob, np.uint8), off,
                                                        length))
     assert got == picks
 
 
 def test_gather_counts_the_nuls_the_strings_hold():
     blob = b"ab\x00cd"
-    out, nul = wire._gather(np.frombuffer(blob, np.uint8), np.asarray([0, 3], np.int64),
+    out, nul = _gather(np.frombuffer(blob, np.uint8), np.asarray([0, 3], np.int64),
                             np.asarray([3, 2], np.int64))
     assert (out.tobytes(), nul) == (b"ab\x00\x00cd", 1)
