@@ -31,7 +31,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.internal import api_implementation
 from ray.core.generated.autoscaler_pb2 import NodeState
 
-from vecsched.engine.warmup import shipped
+from vecsched.engine.warmup import njit_inner, shipped
 from vecsched.engine.model.node_columns import FlatMaps, pick
 
 _FIELDS = NodeState.DESCRIPTOR.fields_by_name
@@ -56,16 +56,16 @@ _SCHEMA_OK = (
 # Helpers called per field or per string: inlined into the scans and compiled
 # without numba's reference counting (an array argument is borrowed, so no
 # atomic increment and decrement per call; they make no arrays), and without a
-# Python entry point (only the scans call them; their code is in the scans'
-# cache: each entry point would compile as long as a small kernel).
-_INNER = dict(_nrt=False, forceinline=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+# Python entry point or machine code of their own (only the scans call them; their
+# code is in the scans' cache: engine/kernels/_linked.py).
+_INNER = njit_inner(hot=True)
 # The passes ``_scan`` calls: they make arrays (numba's reference counting on) and
 # have no Python entry point either (their code is in ``_scan``'s cache; the tests
 # call them through kernels of their own).
-_PASS = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+_PASS = njit_inner(alloc=True)
 
 
-@njit(**_INNER)
+@_INNER
 def _varint(buf, i):
     x = np.int64(0)
     shift = 0
@@ -78,7 +78,7 @@ def _varint(buf, i):
             return x, i
 
 
-@njit(**_INNER)
+@_INNER
 def _skip(buf, i, wire_type):
     """Past one field's value; -1 for a wire type proto3 does not write."""
     if wire_type == 0:
@@ -95,7 +95,7 @@ def _skip(buf, i, wire_type):
     return i
 
 
-@njit(**_INNER)
+@_INNER
 def _which(nums, f):
     for k in range(nums.size):
         if nums[k] == f:
@@ -103,7 +103,7 @@ def _which(nums, f):
     return -1
 
 
-@njit(**_PASS)
+@_PASS
 def _count(buf, starts, nums, idle_num):
     """Entries of each map of each node (K, N), each node's idle time, and
     whether every message parsed to its end."""
@@ -131,7 +131,7 @@ def _count(buf, starts, nums, idle_num):
     return cnt, idle, True
 
 
-@njit(**_INNER)
+@_INNER
 def _word(buf, b):
     """The 8 bytes at ``b`` as one little-endian word (LLVM makes it one load; a
     ``view`` of a slice costs 20 times more)."""
@@ -141,7 +141,7 @@ def _word(buf, b):
     return x
 
 
-@njit(**_INNER)
+@_INNER
 def _hash(buf, o, ln):
     """FNV-1a over the bytes at ``o``, eight at a time (the tail one by one),
     then MurmurHash3's final mix (the table's slot is the low bits)."""
@@ -161,7 +161,7 @@ def _hash(buf, o, ln):
     return h
 
 
-@njit(**_INNER)
+@_INNER
 def _same(buf, a, b, ln):
     """Whether the ``ln`` bytes at ``a`` and at ``b`` are equal."""
     k = 0
@@ -176,7 +176,7 @@ def _same(buf, a, b, ln):
     return True
 
 
-@njit(**_INNER)
+@_INNER
 def _lookup(buf, o, ln, table, ent, nd):
     """(id of the ``ln`` bytes at ``o``, ids so far): a new byte string takes
     the next id, in ``table`` and in ``ent`` (its hash, offset and length, side
@@ -196,7 +196,7 @@ def _lookup(buf, o, ln, table, ent, nd):
         slot = (slot + 1) & mask
 
 
-@njit(**_PASS)
+@_PASS
 def _grown(table, ent, nd):
     """``table``, or a table twice its size when more than half full."""
     if 2 * nd <= table.size:
@@ -211,7 +211,7 @@ def _grown(table, ent, nd):
     return out
 
 
-@njit(**_PASS)
+@_PASS
 def _place(buf, starts, nums, is_str, seg):
     """Every entry at its place: map k of node n fills seg[k*N+n] up to
     seg[k*N+n+1], back to front (upb writes a map in reverse iteration order).
@@ -271,7 +271,7 @@ def _place(buf, starts, nums, is_str, seg):
     return kid, val, vid, ent[:nd]
 
 
-@njit(**_PASS)
+@_PASS
 def _first_seen(ids, nd):
     """``ids`` (each < nd) renumbered in first-seen order, and the first index
     of each new id."""
@@ -289,7 +289,7 @@ def _first_seen(ids, nd):
     return out, first[:k]
 
 
-@njit(**_PASS)
+@_PASS
 def _gather(buf, off, length):
     """The byte strings at ``off``/``length`` one after another with a NUL
     between them, and how many NULs the strings hold themselves."""
@@ -311,7 +311,7 @@ def _gather(buf, off, length):
 _SERIALIZE = methodcaller("SerializeToString")
 
 
-@njit(**_PASS)
+@_PASS
 def _renumbered(buf, ids, nd, ent):
     """(ids renumbered in first-seen order, the distinct strings' offsets and
     lengths, the strings gathered with a NUL between them and how many NULs they

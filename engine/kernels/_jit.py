@@ -9,6 +9,7 @@ import numba
 from numba.core.registry import CPUDispatcher
 
 from ._cache import shipped, tied
+from ._linked import LinkedOnlyCompiler
 
 # forceinline is explicit everywhere: numba passes it on to callees compiled
 # from within a kernel that sets it and not they themselves.
@@ -41,10 +42,15 @@ class _Inner(CPUDispatcher):
         raise TypeError(f"{self.py_func.__qualname__} runs inside kernels only (compiled "
                         "without a Python entry point)")
 
+    def add_overload(self, cres):
+        # no machine code of its own to register for calls from Python
+        self.overloads[tuple(cres.signature.args)] = cres
+
 
 def njit_inner(fn=None, *, hot=False, alloc=False, merged=False):
     """``njit_leaf`` for a helper only kernels call: no Python entry point is
-    compiled for it (each one costs as much as a small kernel). ``alloc``: it
+    compiled for it (each one costs as much as a small kernel), nor machine code of
+    its own: it is linked into its callers (``_linked.py``). ``alloc``: it
     makes arrays (numba's reference counting on, as ``njit``). ``merged``: its
     code is merged into its caller's before typing (numba's ``inline="always"``),
     so it is not compiled and optimised on its own as well: for a helper with one
@@ -52,7 +58,8 @@ def njit_inner(fn=None, *, hot=False, alloc=False, merged=False):
     if fn is None:
         return lambda f: njit_inner(f, hot=hot, alloc=alloc, merged=merged)
     opts = {k: v for k, v in OPTS.items() if k != "cache"}
-    d = _Inner(fn, targetoptions={**opts, "nopython": True, "_nrt": alloc,
-                                  "no_cpython_wrapper": True, "forceinline": hot,
-                                  **({"inline": "always"} if merged else {})})
-    return d              # not cached on its own: its callers' cache holds its code
+    d = _Inner(fn, targetoptions={**opts, "nopython": True, "_nrt": alloc, "forceinline": hot,
+                                  **({"inline": "always"} if merged else {})},
+               pipeline_class=LinkedOnlyCompiler)
+    return d    # not cached on its own, no machine code of its own: its callers' hold its code
+
