@@ -13,9 +13,11 @@ run on the caller's module with everything linked into it). numba finds how to c
 a compiled function by its entry point, so the helper gets a key (``_Unrunnable``) in
 place of one. Its compile options are a kernel's: the pass sets ``no_cpython_wrapper``
 after typing, so the numpy functions it calls (``np.empty``, ``np.zeros``, ...) are
-the same compiled code as a kernel's (numba keeps them per caller options). Built on numba's compiler extension point (``pipeline_class``: a
-``CompilerBase`` with passes of its own) and on its code library's internals
-(``JITCodeLibrary``); written against numba 0.68 (tests/engine/kernels/test_linked.py).
+the same compiled code as a kernel's (numba keeps them per caller options). Built on
+numba's compiler extension point (``pipeline_class``: a ``CompilerBase`` with passes
+of its own) and on its code library's internals (``JITCodeLibrary``); written against
+numba 0.68; tests/engine/kernels (test_linked.py and the kernels' own tests) also pass
+with numba 0.59.1, pyproject's oldest.
 """
 from numba.core.codegen import JITCodeLibrary
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
@@ -81,7 +83,8 @@ class _Register(LoweringPass):
         low = state["cr"]
         key = _Unrunnable(low.fndesc.qualname)
         state.targetctx.insert_user_function(key, low.fndesc, [state.library])
-        state.reload_init.extend(state.library._reload_init)
+        if hasattr(state.library, "_reload_init"):        # not in numba 0.59
+            state.reload_init.extend(state.library._reload_init)
         state["cr"] = low._replace(cfunc=key)
         return True
 
