@@ -62,4 +62,3 @@ def njit_inner(fn=None, *, hot=False, alloc=False, merged=False):
                                   **({"inline": "always"} if merged else {})},
                pipeline_class=LinkedOnlyCompiler)
     return d    # not cached on its own, no machine code of its own: its callers' hold its code
-

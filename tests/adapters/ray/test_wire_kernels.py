@@ -116,5 +116,5 @@ def test_names_equal_decoding_one_by_one(seed):
 def test_gather_counts_the_nuls_the_strings_hold():
     blob = b"ab\x00cd"
     out, nul = _gather(np.frombuffer(blob, np.uint8), np.asarray([0, 3], np.int64),
-                            np.asarray([3, 2], np.int64))
+                       np.asarray([3, 2], np.int64))
     assert (out.tobytes(), nul) == (b"ab\x00\x00cd", 1)

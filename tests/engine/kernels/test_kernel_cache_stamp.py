@@ -4,12 +4,10 @@ but helpers from the package's other files are compiled into it, and an entry ma
 before one of them changed must not be loaded."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import numpy as np
 
 import vecsched.engine.kernels._cache as kcache
+from tests.kits.source_module import load_module
 
 KERNEL = '''
 import numpy as np
@@ -23,14 +21,7 @@ def twice(x):
 
 
 def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        del sys.modules[name]
-    return mod.twice
+    return load_module(path, name).twice
 
 
 def test_an_entry_made_for_other_kernel_sources_is_compiled_again(tmp_path, monkeypatch):

@@ -3,12 +3,10 @@ their callers but never made machine code on their own; their callers compute th
 same, are cached with the helpers' code inside and load without compiling them."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
 
+from tests.kits.source_module import load_module
 from vecsched.engine.kernels._linked import _LinkedOnlyLibrary, _Unrunnable
 
 KERNEL = '''
@@ -41,17 +39,6 @@ def run(a):
 '''
 
 
-def _load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        del sys.modules[name]
-    return mod
-
-
 def _expected(a):
     b = [int(x) * 3 + 1 for x in a]
     return sum(b) + b[-1]
@@ -62,7 +49,7 @@ def test_helpers_are_linked_only_and_their_callers_run_and_load_from_the_cache(t
     path.write_text(KERNEL)
     a = np.arange(7, dtype=np.int64) - 2
 
-    first = _load(path, "kern_linked_a")
+    first = load_module(path, "kern_linked_a")
     assert first.run(a) == _expected(a)
     assert first.run.stats.cache_misses and not first.run.stats.cache_hits
     for helper in (first._leaf, first._mid):
@@ -75,7 +62,7 @@ def test_helpers_are_linked_only_and_their_callers_run_and_load_from_the_cache(t
     with pytest.raises(TypeError, match="runs inside kernels only"):
         first._mid(a)
 
-    again = _load(path, "kern_linked_b")          # a new process would do the same
+    again = load_module(path, "kern_linked_b")          # a new process would do the same
     b = np.array([5, -4, 0, 9], dtype=np.int64)
     assert again.run(b) == _expected(b)
     assert again.run.stats.cache_hits and not again.run.stats.cache_misses
