@@ -444,5 +444,8 @@ def _read_out(inst: Instance, solver, status, x, used, y, z) -> Result:
         bound=float(math.ceil(solver.best_objective_bound - 1e-6)),
         placed_gangs=placed, placed_units=units, used=use, launches=launches,
         assignment=np.asarray(rows, np.int64).reshape(-1, 4),
-        wall_s=float(solver.wall_time), deterministic_s=float(solver.deterministic_time),
+        # the response's own field: CpSolver has no deterministic_time property
+        # before ortools 9.15
+        wall_s=float(solver.wall_time),
+        deterministic_s=float(solver.response_proto.deterministic_time),
         branches=int(solver.num_branches))
