@@ -6,6 +6,8 @@ import time
 # The read-only kernel cache (VECSCHED_KERNEL_CACHE), for kernels compiled outside the
 # engine (the Ray codec's scan): they read it as the engine's kernels do.
 from vecsched.engine.kernels._cache import shipped  # noqa: F401
+# A shipped cache built for any CPU of the architecture (``vecsched warmup --portable``).
+from vecsched.engine.kernels._cache import PORTABLE_CPU, portable_magic  # noqa: F401
 # Helpers only such kernels call: linked into them, no code of their own (_linked.py).
 from vecsched.engine.kernels._jit import njit_inner  # noqa: F401
 

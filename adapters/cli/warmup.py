@@ -7,7 +7,9 @@ numba keeps compiled kernels next to the sources (``__pycache__``) or under
 ``NUMBA_CACHE_DIR``; with a warm cache a warm-up is a load of well under a second.
 ``VECSCHED_KERNEL_CACHE`` names a cache built at install time that is only read
 (engine/kernels/_cache.py). ``--check`` compiles nothing and says, in one line
-and its exit status, whether a start would only load the kernels.
+and its exit status, whether a start would only load the kernels. ``--portable``
+builds such a cache for any CPU of this architecture (numba's ``generic`` CPU), for
+an image built on one machine and run on others.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import argparse
 import functools
 import hashlib
 import os
+import subprocess
+import sys
 import time
 from typing import Callable, Optional
 
@@ -48,12 +52,16 @@ def kernels_missing(kernels) -> Optional[list]:
     and these sources (a warm-up would compile them); None when it cannot tell.
     Reads numba's cache index (a private layout, hence None on any surprise)."""
     try:
+        from vecsched.engine.warmup import portable_magic
         out = []
         for d in kernels:
             index = d._cache._cache_file._load_index()
-            magic = d.targetctx.codegen().magic_tuple()
+            codegen = d.targetctx.codegen()
+            magics = {codegen.magic_tuple()}
+            if getattr(d._cache, "read_only", False):   # a shipped cache: portable too
+                magics.add(portable_magic(codegen))
             code = hashlib.sha256(d.py_func.__code__.co_code).hexdigest()
-            if not any(k[1] == magic and k[2][0] == code for k in index):
+            if not any(k[1] in magics and k[2][0] == code for k in index):
                 out.append(d)
         return out
     except Exception:
@@ -120,9 +128,14 @@ def add_parser(sub) -> None:
                     "way that is only read (a read-only image, docs/performance.md).")
     w.add_argument("--engine-only", action="store_true",
                    help="the engine's kernels only, not the Ray codec's")
-    w.add_argument("--check", action="store_true",
-                   help="compile nothing: say whether the cache is warm (exit 0), cold "
-                        "(1) or unreadable (2), in one line")
+    how = w.add_mutually_exclusive_group()
+    how.add_argument("--check", action="store_true",
+                     help="compile nothing: say whether the cache is warm (exit 0), cold "
+                          "(1) or unreadable (2), in one line")
+    how.add_argument("--portable", action="store_true",
+                     help="build the cache in NUMBA_CACHE_DIR for any CPU of this "
+                          "architecture (numba's generic CPU), to ship as "
+                          "VECSCHED_KERNEL_CACHE to machines other than this one")
     w.set_defaults(fn=run)
 
 
@@ -138,11 +151,31 @@ class PlainConsole:
         print(re.sub(r"\[/?[a-z ]+\]", "", str(text)), flush=True)
 
 
+def portable_child(engine_only: bool) -> int:
+    """``--portable``: this warm-up again in a child interpreter whose numba builds
+    generic code (numba reads NUMBA_CPU_NAME once, when it starts: this process
+    may have started it already); the child's exit status."""
+    from vecsched.engine.warmup import PORTABLE_CPU
+    env = dict(os.environ, NUMBA_CPU_NAME=PORTABLE_CPU)
+    env.pop("NUMBA_CPU_FEATURES", None)     # generic: none, numba's default for it
+    argv = [sys.executable, "-m", "vecsched.adapters.cli.main", "warmup", "--portable"]
+    return subprocess.call(argv + (["--engine-only"] if engine_only else []), env=env)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.check:
         status, line = check(codec=not args.engine_only)
         print(line, flush=True)
         return status
+    if args.portable:
+        from vecsched.engine.warmup import PORTABLE_CPU
+        if not os.environ.get("NUMBA_CACHE_DIR"):
+            print("error: --portable builds a cache to ship: set NUMBA_CACHE_DIR to the "
+                  "directory to fill (then VECSCHED_KERNEL_CACHE to it at run time)",
+                  file=sys.stderr, flush=True)
+            return 2
+        if os.environ.get("NUMBA_CPU_NAME") != PORTABLE_CPU:
+            return portable_child(args.engine_only)
     try:
         from rich.console import Console
         console = Console()
@@ -151,8 +184,9 @@ def run(args: argparse.Namespace) -> int:
     res = warm_with_spinner(console, codec=not args.engine_only)
     where = cache_place()
     what = "compiled" if res["compiled"] else "loaded from the cache"
-    console.print(f"{len(res['kernels'])} entry kernels {what} in {res['seconds']:.1f} s "
-                  f"(cache: {where})")
+    portable = " for any CPU of this architecture (portable)" if args.portable else ""
+    console.print(f"{len(res['kernels'])} entry kernels {what}{portable} in "
+                  f"{res['seconds']:.1f} s (cache: {where})")
     if kernels_cached(res["kernels"]) is False:
         console.print("[red]error:[/red] the kernels are not in numba's cache after the "
                       "warm-up: is the cache directory writable?")

@@ -14,8 +14,12 @@ never writes there: a kernel or specialisation it does not hold is compiled in
 memory, not saved (numba's own locators take over only when the directory has
 nothing for that kernel's source). numba keys each entry by the source's
 content and the machine's CPU, so a cache built for other sources or another
-CPU is simply not used. This reaches into numba's caching classes (numba
-0.68); if they change, ``shipped`` leaves the kernel with numba's own cache.
+CPU is simply not used - except a portable one: built with
+``NUMBA_CPU_NAME=generic`` (``vecsched warmup --portable``), its code runs on any
+CPU of the same architecture, and a shipped cache's generic entries are loaded
+when it has none for this CPU (an image built on one machine, run on others).
+This reaches into numba's caching classes (numba 0.68); if they change,
+``shipped`` leaves the kernel with numba's own cache.
 """
 from __future__ import annotations
 
@@ -68,9 +72,37 @@ class ShippedCache(caching.FunctionCache):
             return                      # read only: kept in memory for this process
         super()._save_overload(sig, data)
 
+    def _load_overload(self, sig, target_context):
+        got = super()._load_overload(sig, target_context)
+        if got is not None or not self._enabled or not self.read_only:
+            return got
+        # none for this CPU: the same architecture's portable entry, if shipped
+        key = self._index_key(sig, _Portable(target_context.codegen()))
+        data = self._cache_file.load(key)
+        return None if data is None else self._impl.rebuild(target_context, data)
+
     @property
     def read_only(self) -> bool:
         return isinstance(self._impl.locator, ShippedLocator)
+
+
+PORTABLE_CPU = "generic"     # NUMBA_CPU_NAME of a cache that any CPU of its architecture runs
+
+
+def portable_magic(codegen) -> tuple:
+    """numba's codegen key (target triple, CPU name, CPU features) of code built
+    for this architecture with ``NUMBA_CPU_NAME=generic``, which sets no features."""
+    return (codegen.magic_tuple()[0], PORTABLE_CPU, "")
+
+
+class _Portable:
+    """A codegen as numba's cache index sees it (its key only), built generic."""
+
+    def __init__(self, codegen):
+        self._magic = portable_magic(codegen)
+
+    def magic_tuple(self) -> tuple:
+        return self._magic
 
 
 @functools.lru_cache(maxsize=None)

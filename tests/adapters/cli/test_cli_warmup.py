@@ -69,6 +69,58 @@ def _files(d: Path) -> dict:
     return {str(f): (f.stat().st_size, f.stat().st_mtime_ns) for f in d.rglob("*.nb*")}
 
 
+def _cpus(d: Path) -> set:
+    """The CPU models numba's cache indexes under ``d`` hold code for (the second
+    part of each entry's codegen key; an index is a format version, then the
+    pickled (source stamp, {key: data file}))."""
+    import pickle
+    cpus = set()
+    for f in d.rglob("*.nbi"):
+        with open(f, "rb") as fh:
+            pickle.load(fh)
+            _stamp, overloads = pickle.loads(fh.read())
+        cpus.update(key[1][1] for key in overloads)
+    return cpus
+
+
+@pytest.mark.slow
+def test_a_portable_cache_is_generic_and_warm_when_shipped(tmp_path):
+    # `warmup --portable` builds numba's generic CPU code (in a child interpreter:
+    # numba reads NUMBA_CPU_NAME when it starts), which a shipped cache's reader
+    # loads on this machine, whose CPU is not "generic".
+    built = tmp_path / "built"
+    built.mkdir()
+    got = _warmup(built, "--portable", "--engine-only")
+    assert got.returncode == 0, got.stderr
+    assert "compiled for any CPU of this architecture (portable)" in got.stdout, got.stdout
+    assert _cpus(built) == {"generic"}
+    own = tmp_path / "own"
+    own.mkdir()
+    before = _files(built)
+    warm = _warmup(own, "--check", "--engine-only", shipped=built)
+    assert warm.returncode == 0 and warm.stdout.startswith("warm: all 18 "), warm.stdout
+    loaded = _warmup(own, "--engine-only", shipped=built)
+    assert loaded.returncode == 0 and "loaded from the cache" in loaded.stdout, loaded.stdout
+    assert _files(built) == before and not any(own.rglob("*.nb*"))
+    # Not shipped, numba's own cache holds no entry for this CPU: cold.
+    cold = _warmup(built, "--check", "--engine-only")
+    assert cold.returncode == 1 and cold.stdout.startswith("cold: 18 of 18 "), cold.stdout
+
+
+def test_portable_needs_a_cache_directory(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_CACHE_DIR", "VECSCHED_KERNEL_CACHE")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
+                                        if p)
+    got = subprocess.run([sys.executable, "-m", "vecsched.adapters.cli.main", "warmup",
+                          "--portable"], env=env, cwd=str(tmp_path), capture_output=True,
+                         text=True, timeout=300)
+    assert got.returncode == 2 and got.stdout == ""
+    assert "--portable builds a cache to ship: set NUMBA_CACHE_DIR" in got.stderr
+    both = _warmup(tmp_path, "--portable", "--check")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr, both.stderr
+
+
 def test_check_says_cold_on_an_empty_cache_without_compiling(tmp_path):
     got = _warmup(tmp_path, "--check", "--engine-only")
     assert got.returncode == 1, (got.stdout, got.stderr)

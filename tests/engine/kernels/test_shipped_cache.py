@@ -59,3 +59,29 @@ def test_shipped_cache_is_loaded_and_never_written(tmp_path):
     assert other["got"] == [3.0] and other["misses"] == 1
     assert _files(built) == before                              # read only
     assert not any((src / "__pycache__").glob("*.nb*"))        # nor saved beside the source
+
+
+def _other_cpu() -> str:
+    """A CPU model LLVM knows that is not this machine's."""
+    from llvmlite import binding as llvm
+    return "nehalem" if llvm.get_host_cpu_name() != "nehalem" else "haswell"
+
+
+def test_a_portable_cache_is_loaded_on_this_cpu_and_another_cpus_is_not(tmp_path):
+    # `vecsched warmup --portable` builds with NUMBA_CPU_NAME=generic: code for any
+    # CPU of the architecture, which a shipped cache's reader takes when it holds
+    # nothing for its own CPU. An entry built for another CPU model is not taken.
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "kmod.py").write_text(KERNEL)
+    for cpu, expect_hit in (("generic", True), (_other_cpu(), False)):
+        built = tmp_path / f"built-{cpu}"
+        built.mkdir()
+        first = _run(src, {"NUMBA_CACHE_DIR": str(built), "NUMBA_CPU_NAME": cpu})
+        assert first["got"] == [6] and first["misses"] == 1, cpu
+        before = _files(built)
+        shipped = _run(src, {"VECSCHED_KERNEL_CACHE": str(built)})
+        assert shipped["got"] == [6] and shipped["cache"] == "ShippedCache"
+        assert (shipped["hits"], shipped["misses"]) == ((1, 0) if expect_hit else (0, 1)), cpu
+        assert _files(built) == before                          # read only either way
+    assert not any((src / "__pycache__").glob("*.nb*"))
