@@ -128,7 +128,10 @@ def test_kuberay_engine_end_to_end(tmp_path):
     assert sorted(mh["ray_nodes"]["pair"]) == sorted(mh["pods"]["pair"])
     # the operator deleted exactly the pods the autoscaler named, none at random, late
     deleted = {e["name"] for e in rec["operator_events"] if e["what"].startswith("pod deleted")}
-    assert deleted == _named(sent) - {scenario.LEFTOVER}
+    # (on a mismatch: every operator event with its reason, and the patches' times)
+    assert deleted == _named(sent) - {scenario.LEFTOVER}, (
+        [(round(e["t"], 1), e["what"], e["name"]) for e in rec["operator_events"]],
+        [(round(p["t"], 1), p["payload"]) for p in led["patches"]])
     assert deleted == (set(up["pods"]["cpu"]) | set(mh["pods"]["pair"])) - set(
         rec["final"]["pods"]["cpu"])
     first_named = min(p["t"] for p in led["patches"] if _named([p["payload"]]))
