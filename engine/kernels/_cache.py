@@ -61,6 +61,25 @@ class _ShippedImpl(caching.CompileResultCacheImpl):
     _locator_classes = [ShippedLocator] + list(caching.CompileResultCacheImpl._locator_classes)
 
 
+PORTABLE_CPU = "generic"     # NUMBA_CPU_NAME of a cache that any CPU of its architecture runs
+
+
+def portable_magic(codegen) -> tuple:
+    """numba's codegen key (target triple, CPU name, CPU features) of code built
+    for this architecture with ``NUMBA_CPU_NAME=generic``, which sets no features."""
+    return (codegen.magic_tuple()[0], PORTABLE_CPU, "")
+
+
+class _Portable:
+    """A codegen as numba's cache index sees it (its key only), built generic."""
+
+    def __init__(self, codegen):
+        self._magic = portable_magic(codegen)
+
+    def magic_tuple(self) -> tuple:
+        return self._magic
+
+
 class ShippedCache(caching.FunctionCache):
     """numba's per-function cache, looking in the shipped directory first and
     never saving there."""
@@ -84,25 +103,6 @@ class ShippedCache(caching.FunctionCache):
     @property
     def read_only(self) -> bool:
         return isinstance(self._impl.locator, ShippedLocator)
-
-
-PORTABLE_CPU = "generic"     # NUMBA_CPU_NAME of a cache that any CPU of its architecture runs
-
-
-def portable_magic(codegen) -> tuple:
-    """numba's codegen key (target triple, CPU name, CPU features) of code built
-    for this architecture with ``NUMBA_CPU_NAME=generic``, which sets no features."""
-    return (codegen.magic_tuple()[0], PORTABLE_CPU, "")
-
-
-class _Portable:
-    """A codegen as numba's cache index sees it (its key only), built generic."""
-
-    def __init__(self, codegen):
-        self._magic = portable_magic(codegen)
-
-    def magic_tuple(self) -> tuple:
-        return self._magic
 
 
 @functools.lru_cache(maxsize=None)

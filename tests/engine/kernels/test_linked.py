@@ -62,7 +62,7 @@ def test_helpers_are_linked_only_and_their_callers_run_and_load_from_the_cache(t
     with pytest.raises(TypeError, match="runs inside kernels only"):
         first._mid(a)
 
-    again = load_module(path, "kern_linked_b")          # a new process would do the same
+    again = load_module(path, "kern_linked_b")    # a new process would do the same
     b = np.array([5, -4, 0, 9], dtype=np.int64)
     assert again.run(b) == _expected(b)
     assert again.run.stats.cache_hits and not again.run.stats.cache_misses
